@@ -1,0 +1,198 @@
+"""The rooms application: every command goes load -> decide -> save here.
+
+One eventsourcing `Application`; storage comes from the environment the
+infrastructure builds from a URL. A save is a compare-and-set on the room's
+version: a concurrent write raises `IntegrityError`, and the command is
+reloaded and decided again (with fresh randomness) a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+from uuid import UUID, uuid4
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError
+
+from application.stream import Recorded, Room
+from domain import views
+from domain.commands import parse_command
+from domain.errors import Rejection
+from domain.events import Event
+from domain.layout import build_room, parse_layout
+from domain.randomness import Randomness
+from domain.rules import decide, initial_state
+
+# (room seed or None, room version) -> the randomness for one decision
+RandomnessFactory = Callable[[int | None, int], Randomness]
+Result = dict[str, Any]
+
+RETRIES = 8
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def public_events(records: list[Recorded]) -> list[dict[str, Any]]:
+    out = []
+    for rec in records:
+        fields = rec.fact.public()
+        if fields is not None:
+            out.append({"type": rec.type, "version": rec.originator_version, **fields})
+    return out
+
+
+class RoomsApp(Application[UUID]):
+    name = "DuneLedger"
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Room: 200}
+
+    def __init__(
+        self, env: dict[str, str] | None = None, *, randomness: RandomnessFactory
+    ) -> None:
+        super().__init__(env)
+        self.randomness = randomness
+
+    # --- writes ---------------------------------------------------------------
+
+    def create_room(self, raw_layout: Any) -> Result:
+        """Validate a layout and store the new room. LayoutError on bad input."""
+        layout = parse_layout(raw_layout)
+        room_id = uuid4()
+        created = build_room(layout, str(room_id), self.randomness(layout.seed, 0))
+        tokens = {s.faction: secrets.token_urlsafe(24) for s in layout.seats}
+        room = Room(room_id, initial_state(created))
+        room.record(
+            [created], None, seat=None, command_id=None, at=now(),
+            meta={"token_hashes": {f: token_hash(t) for f, t in tokens.items()}},
+        )
+        self.save(room)
+        return {"room": str(room_id), "version": 1, "seats": tokens}
+
+    def execute(self, room_id: str, seat: str, raw: Any) -> Result:
+        """Run one command as `seat`. Never raises for a rule: returns the result shape."""
+        try:
+            command = parse_command(raw)
+        except Rejection as r:
+            return self._refused(room_id, r)
+        for _ in range(RETRIES):
+            try:
+                room = self.load(room_id)
+            except Rejection as r:
+                return {"ok": False, "version": 0, "error": r.as_error()}
+            if command.command_id is not None:
+                done = room.commands.get(f"{seat}:{command.command_id}")
+                if done is not None:
+                    return self._first_result(room.id, done)
+            if command.expected_version is not None and command.expected_version != room.version:
+                return {
+                    "ok": False,
+                    "version": room.version,
+                    "error": {
+                        "code": "conflict",
+                        "message": f"the room is at version {room.version}, "
+                        f"not {command.expected_version}",
+                    },
+                }
+            try:
+                randomness = self.randomness(room.state.seed, room.version)
+                tx = decide(room.state, seat, command, randomness)
+            except Rejection as r:
+                return {"ok": False, "version": room.version, "error": r.as_error()}
+            first = room.version + 1
+            room.record(tx.events, tx.state, seat=seat, command_id=command.command_id, at=now())
+            try:
+                self.save(room)
+            except IntegrityError:
+                continue  # someone else wrote first: reload and decide again
+            return {"ok": True, "version": room.version,
+                    "events": public_events(self.records(room.id, gt=first - 1))}
+        return {"ok": False, "version": 0,
+                "error": {"code": "busy", "message": "the room kept changing; try again"}}
+
+    def _refused(self, room_id: str, r: Rejection) -> Result:
+        try:
+            version = self.load(room_id).version
+        except Rejection as missing:
+            return {"ok": False, "version": 0, "error": missing.as_error()}
+        return {"ok": False, "version": version, "error": r.as_error()}
+
+    def _first_result(self, room_id: UUID, span: list[int]) -> Result:
+        first, last = span
+        records = list(self.records(room_id, gt=first - 1, lte=last))
+        return {"ok": True, "version": last, "events": public_events(records)}
+
+    # --- reads ----------------------------------------------------------------
+
+    def load(self, room_id: str | UUID, version: int | None = None) -> Room:
+        try:
+            uid = room_id if isinstance(room_id, UUID) else UUID(str(room_id))
+            room: Room = self.repository.get(uid, version=version)
+        except (ValueError, AggregateNotFoundError):
+            raise Rejection("unknown_room", f"no room '{room_id}'") from None
+        assert isinstance(room, Room)
+        return room
+
+    def records(
+        self, room_id: UUID, gt: int | None = None, lte: int | None = None
+    ) -> list[Recorded]:
+        return [e for e in self.events.get(room_id, gt=gt, lte=lte) if isinstance(e, Recorded)]
+
+    def room_ids(self) -> Iterator[UUID]:
+        """Every room, in creation order, from the notification log."""
+        start = 1
+        while True:
+            batch = self.recorder.select_notifications(
+                start=start, limit=500, topics=["RoomCreated"]
+            )
+            if not batch:
+                return
+            for n in batch:
+                yield n.originator_id  # type: ignore[misc]
+            start = batch[-1].id + 1
+
+    def seat_view(self, room_id: str, seat: str) -> dict[str, Any]:
+        room = self.load(room_id)
+        if not room.state.has_seat(seat):
+            raise Rejection("unknown_seat", f"{seat} has no seat in this room")
+        return views.seat_view(room.state, seat)
+
+    def public_view(self, room_id: str) -> dict[str, Any]:
+        return views.public_view(self.load(room_id).state)
+
+    def public_log(self, room_id: str) -> list[dict[str, Any]]:
+        room = self.load(room_id)
+        return views.public_log(
+            (rec.originator_version, rec.fact) for rec in self.records(room.id)
+        )
+
+    def view_at(self, room_id: str, version: int, seat: str) -> dict[str, Any]:
+        """A seat's view as it was at `version` (RULES 3.4: closed searches stay hidden)."""
+        current = self.load(room_id)
+        if version < 1 or version > current.version:
+            raise Rejection("unknown_version", f"the room has versions 1 to {current.version}")
+        if not current.state.has_seat(seat):
+            raise Rejection("unknown_seat", f"{seat} has no seat in this room")
+        past = self.load(room_id, version=version)
+        return views.seat_view_at(past.state, current.state, seat)
+
+    def authenticate(self, room_id: str, token: str) -> str | None:
+        """The seat a token belongs to, or None."""
+        room = self.load(room_id)
+        digest = token_hash(token)
+        for faction, stored in room.token_hashes.items():
+            if secrets.compare_digest(stored, digest):
+                return faction
+        return None
+
+
+def facts(records: list[Recorded]) -> list[Event]:
+    return [r.fact for r in records]

@@ -1,0 +1,87 @@
+"""Ordinary custody: drawing, discarding and seat control.
+
+`draw_card` and `discard_card` are the only paths that move a card between
+the deck, a hand and the discard pile outside the Box; every rules module
+uses them. They refuse while a search is open (RULES 3.3, second line of
+defence): the Box settlement path does not go through them.
+"""
+
+from __future__ import annotations
+
+from domain import commands as c
+from domain.catalog import CARDS
+from domain.errors import Rejection
+from domain.events import AutopilotSet, CardDiscarded, CardDrawn, DiscardReshuffled
+from domain.rules import Tx, handles
+from domain.state import RoomState
+
+
+def assert_unlocked(state: RoomState) -> None:
+    if state.search is not None:
+        raise Rejection("locked", "a Nullentropy Box search is open")
+
+
+def can_draw(state: RoomState) -> bool:
+    return bool(state.deck or state.discard)
+
+
+def draw_card(tx: Tx, seat: str) -> str | None:
+    """Draw the top card for `seat`, recycling the pile only into an empty deck.
+
+    Returns the card drawn, or None when both deck and pile are empty.
+    """
+    assert_unlocked(tx.state)
+    if not tx.state.deck:
+        if not tx.state.discard:
+            return None
+        tx.emit(DiscardReshuffled(order=tx.shuffle(list(tx.state.discard))))
+    top = tx.state.deck[0]
+    tx.emit(CardDrawn(seat=seat, card=top))
+    return top
+
+
+def discard_card(tx: Tx, seat: str, card_id: str) -> None:
+    assert_unlocked(tx.state)
+    tx.emit(CardDiscarded(seat=seat, card=card_id))
+
+
+def check_own_card(state: RoomState, actor: str, card_id: str) -> None:
+    """The card exists, is in the actor's hand and is not committed elsewhere."""
+    if card_id not in CARDS:
+        raise Rejection("unknown_card", f"no card has the id '{card_id}'")
+    if card_id not in state.seat(actor).hand:
+        raise Rejection("not_in_hand", f"'{card_id}' is not in your hand")
+    kind = state.committed(card_id)
+    if kind is not None:
+        raise Rejection("card_committed", f"'{card_id}' is committed ({kind})")
+    if state.gift is not None and state.gift.get("card") == card_id:
+        raise Rejection("card_committed", f"'{card_id}' is offered as a gift")
+
+
+@handles(c.Draw)
+def draw(tx: Tx, actor: str, cmd: c.Draw) -> None:
+    assert_unlocked(tx.state)
+    seat = tx.state.seat(actor)
+    if len(seat.hand) >= seat.limit:
+        raise Rejection("hand_over_limit", f"your hand is at its limit of {seat.limit}")
+    if not can_draw(tx.state):
+        raise Rejection("no_card", "the deck and the discard pile are both empty")
+    draw_card(tx, actor)
+
+
+@handles(c.Discard)
+def discard(tx: Tx, actor: str, cmd: c.Discard) -> None:
+    assert_unlocked(tx.state)
+    check_own_card(tx.state, actor, cmd.card)
+    discard_card(tx, actor, cmd.card)
+
+
+@handles(c.SetAutopilot)
+def set_autopilot(tx: Tx, actor: str, cmd: c.SetAutopilot) -> None:
+    # Seat control: accepted at any time, also during a search (RULES 3.7).
+    if cmd.enabled and cmd.profile is None:
+        raise Rejection("invalid_command", "profile is required to turn autopilot on")
+    profile = cmd.profile if cmd.enabled else None
+    if tx.state.seat(actor).autopilot == profile:
+        raise Rejection("unchanged", "autopilot is already set that way")
+    tx.emit(AutopilotSet(seat=actor, profile=profile))

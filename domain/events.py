@@ -1,0 +1,283 @@
+"""Domain events: named, past-tense facts. Applying one only records the fact.
+
+`apply` runs on every replay, so it never validates, draws randomness or
+reads anything but the event and the state. `public` returns the fields any
+seat may see (None: the event is not shown publicly at all); `text` is the
+public log line. Every subclass registers itself by class name, which is
+also its stored type name.
+
+To change an event's meaning, add a new class or bump `schema_version` and
+write `upcast`: stored streams must keep replaying as they were recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from domain.state import Control, RoomState, Search
+
+EVENT_TYPES: dict[str, type[Event]] = {}
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    schema_version: ClassVar[int] = 1
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.__name__ in EVENT_TYPES:
+            raise TypeError(f"event type {cls.__name__} defined twice")
+        EVENT_TYPES[cls.__name__] = cls
+
+    @property
+    def type(self) -> str:
+        return type(self).__name__
+
+    @classmethod
+    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
+        """Turn a stored payload of an older schema_version into the current one."""
+        raise ValueError(f"{cls.__name__} has no upcast from version {from_version}")
+
+    def apply(self, state: RoomState) -> None:
+        raise NotImplementedError
+
+    def public(self) -> dict[str, Any] | None:
+        return {}
+
+    def text(self) -> str:
+        return self.type
+
+
+# --- the room -------------------------------------------------------------
+
+
+class RoomCreated(Event):
+    """The whole initial position, including the deck order a shuffle produced."""
+
+    state: dict[str, Any]
+
+    def apply(self, state: RoomState) -> None:
+        # The only event that replaces the state; `rules.apply` handles it.
+        raise RuntimeError("RoomCreated is applied by rules.initial_state")
+
+    def public(self) -> dict[str, Any]:
+        s = self.state
+        return {
+            "mode": s["mode"],
+            "expansions": s["expansions"],
+            "turn": s["turn"],
+            "phase": s["phase"],
+            "seats": [seat["faction"] for seat in s["seats"]],
+        }
+
+    def text(self) -> str:
+        seats = ", ".join(seat["faction"] for seat in self.state["seats"])
+        return f"Room created ({self.state['mode']}) with {seats}"
+
+
+# --- custody of cards -------------------------------------------------------
+
+
+class CardDrawn(Event):
+    seat: str
+    card: str
+
+    def apply(self, state: RoomState) -> None:
+        assert state.deck[0] == self.card
+        state.deck.pop(0)
+        state.seat(self.seat).hand.append(self.card)
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat}
+
+    def text(self) -> str:
+        return f"{self.seat} drew a card"
+
+
+class DiscardReshuffled(Event):
+    """The empty deck was refilled from the whole discard pile, in this order."""
+
+    order: list[str]
+
+    def apply(self, state: RoomState) -> None:
+        state.deck = list(self.order)
+        state.discard = []
+
+    def public(self) -> dict[str, Any]:
+        return {"count": len(self.order)}
+
+    def text(self) -> str:
+        return f"The discard pile ({len(self.order)} cards) was shuffled into the empty deck"
+
+
+class CardDiscarded(Event):
+    seat: str
+    card: str
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).hand.remove(self.card)
+        state.discard.append(self.card)
+
+    def public(self) -> dict[str, Any]:
+        # A discard is played face up: the card is public from now on.
+        return {"seat": self.seat, "card": self.card}
+
+    def text(self) -> str:
+        return f"{self.seat} discarded {self.card}"
+
+
+class AutopilotSet(Event):
+    seat: str
+    profile: str | None
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).autopilot = self.profile  # type: ignore[assignment]
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "profile": self.profile}
+
+    def text(self) -> str:
+        if self.profile is None:
+            return f"{self.seat} turned autopilot off"
+        return f"{self.seat} turned autopilot on ({self.profile})"
+
+
+# --- the Nullentropy Box ------------------------------------------------------
+
+
+class FeePaid(Event):
+    seat: str
+    amount: int
+    card: str  # the card whose effect costs the fee
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).spice -= self.amount
+        state.bank += self.amount
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "amount": self.amount, "card": self.card}
+
+    def text(self) -> str:
+        return f"{self.seat} paid {self.amount} spice to the Spice Bank for {self.card}"
+
+
+class PromiseFulfilled(Event):
+    """A Truthtrance promise of this Box activation was kept by paying its fee."""
+
+    seat: str
+    box: str
+
+    def apply(self, state: RoomState) -> None:
+        state.reservations = [
+            r for r in state.reservations if not (r.faction == self.seat and r.box == self.box)
+        ]
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "box": self.box}
+
+    def text(self) -> str:
+        return f"{self.seat} kept the promise to activate {self.box}"
+
+
+class SearchOpened(Event):
+    search: str
+    owner: str
+    box: str
+    turn: int
+    phase: int
+    discard: list[str]  # private custody evidence: never public
+    parent: dict[str, Any]  # the exact control the search suspends
+
+    def apply(self, state: RoomState) -> None:
+        from domain.state import Decision  # local: keeps the import list short
+
+        state.search = Search(
+            event=self.search,
+            owner=self.owner,
+            box=self.box,
+            turn=self.turn,
+            phase=self.phase,
+            discard=list(self.discard),
+            parent=Control.model_validate(self.parent),
+        )
+        state.control = Control(
+            decision=Decision(
+                kind="nullentropy",
+                event=self.search,
+                player=self.owner,
+                turn=self.turn,
+                phase=self.phase,
+            )
+        )
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search, "owner": self.owner, "box": self.box}
+
+    def text(self) -> str:
+        return f"{self.owner} opened a paid Nullentropy Box search"
+
+
+class CardRetrieved(Event):
+    search: str
+    seat: str
+    card: str  # private to the owner
+
+    def apply(self, state: RoomState) -> None:
+        state.discard.remove(self.card)
+        state.seat(self.seat).hand.append(self.card)
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search, "seat": self.seat}
+
+    def text(self) -> str:
+        return f"{self.seat} took a card from the discard pile"
+
+
+class PileShuffled(Event):
+    search: str
+    order: list[str]  # the resulting pile, bottom first: private
+
+    def apply(self, state: RoomState) -> None:
+        state.discard = list(self.order)
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search, "count": len(self.order)}
+
+    def text(self) -> str:
+        return f"The discard pile was shuffled ({len(self.order)} cards)"
+
+
+class BoxDiscarded(Event):
+    search: str
+    seat: str
+    card: str
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).hand.remove(self.card)
+        state.discard.append(self.card)
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search, "seat": self.seat, "card": self.card}
+
+    def text(self) -> str:
+        return f"{self.seat} discarded {self.card} on top of the discard pile"
+
+
+class SearchClosed(Event):
+    """The search ended: the control it suspended is restored exactly."""
+
+    search: str
+
+    def apply(self, state: RoomState) -> None:
+        assert state.search is not None and state.search.event == self.search
+        state.control = state.search.parent
+        state.search = None
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search}
+
+    def text(self) -> str:
+        return "The search closed and the game resumed where it was"

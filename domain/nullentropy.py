@@ -1,0 +1,156 @@
+"""The Nullentropy Box: a paid, private search of the discard pile (RULES 3).
+
+Begin pays 2 spice to the Bank and opens the search; select moves one
+non-Box card to the owner's hand, shuffles the rest once, discards the Box
+on top and restores the control the search suspended. Everything about the
+Box lives in this module.
+"""
+
+from __future__ import annotations
+
+from domain import commands as c
+from domain.catalog import CARDS, card, is_box
+from domain.custody import check_own_card
+from domain.errors import Rejection
+from domain.events import (
+    BoxDiscarded,
+    CardRetrieved,
+    FeePaid,
+    PileShuffled,
+    PromiseFulfilled,
+    SearchClosed,
+    SearchOpened,
+)
+from domain.rules import Tx, handles
+from domain.state import RoomState, Search
+
+FEE = 2
+
+
+def eligible(pile: list[str]) -> list[str]:
+    """The cards a search may take: every card of the pile except a Box."""
+    return [cid for cid in pile if not is_box(cid)]
+
+
+def display_order(ids: list[str]) -> list[str]:
+    """A stable order that says nothing about the physical pile order."""
+    return sorted(ids, key=lambda cid: (CARDS[cid].category, CARDS[cid].name, cid))
+
+
+def spendable(state: RoomState, faction: str, box: str) -> int:
+    """Spice free of reservations; a promise of this very activation does not block it."""
+    reserved = sum(
+        r.amount for r in state.reservations if r.faction == faction and r.box != box
+    )
+    return state.seat(faction).spice - reserved
+
+
+def check_begin(state: RoomState, actor: str, box: str) -> None:
+    """Every condition of RULES 3.1, pure; raises the first Rejection that applies.
+
+    The view calls this too, so `blocked` is null exactly when a begin would
+    be accepted. No reason depends on another seat's hidden cards, and none
+    names or counts the discard pile.
+    """
+    if box not in CARDS:
+        raise Rejection("unknown_card", f"no card has the id '{box}'")
+    if not card(box).is_box:
+        raise Rejection("not_a_box", f"'{box}' is not a Nullentropy Box")
+    if box in state.cache and state.holder(box) is None:
+        raise Rejection("not_in_hand", "a Box in the Richese cache is not in your hand")
+    check_own_card(state, actor, box)
+    if state.search is not None:
+        raise Rejection("locked", "a Nullentropy Box search is already open")
+    if state.truthtrance is not None:
+        raise Rejection("truthtrance_pending", "a Truthtrance question awaits its answer")
+    if spendable(state, actor, box) < FEE:
+        raise Rejection(
+            "insufficient_spice", f"the Box costs {FEE} spice free of your reservations"
+        )
+    seat = state.seat(actor)
+    if len(seat.hand) > seat.limit:
+        raise Rejection("hand_over_limit", f"your hand is above its limit of {seat.limit}")
+    if not eligible(state.discard):
+        raise Rejection("no_eligible_card", "the discard pile holds no card a Box may take")
+
+
+def full_hand_exchange(state: RoomState, faction: str) -> bool:
+    seat = state.seat(faction)
+    return len(seat.hand) == seat.limit
+
+
+@handles(c.BeginSearch)
+def begin_search(tx: Tx, actor: str, cmd: c.BeginSearch) -> None:
+    state = tx.state
+    check_begin(state, actor, cmd.card)
+    promised = any(r.faction == actor and r.box == cmd.card for r in state.reservations)
+    parent = state.control.model_dump(mode="json")
+    tx.emit(FeePaid(seat=actor, amount=FEE, card=cmd.card))
+    if promised:
+        tx.emit(PromiseFulfilled(seat=actor, box=cmd.card))
+    search = tx.next_event_id()
+    tx.emit(
+        SearchOpened(
+            search=search,
+            owner=actor,
+            box=cmd.card,
+            turn=state.turn,
+            phase=state.phase,
+            discard=list(state.discard),
+            parent=parent,
+        )
+    )
+    # One eligible card: nothing to choose, so the selection happens now.
+    only = eligible(tx.state.discard)
+    if len(only) == 1:
+        settle_search(tx, actor, search, only[0])
+
+
+@handles(c.SelectCard)
+def select_card(tx: Tx, actor: str, cmd: c.SelectCard) -> None:
+    settle_search(tx, actor, cmd.search, cmd.card)
+
+
+def check_select(state: RoomState, actor: str, search_id: str, card_id: str) -> Search:
+    search = state.search
+    if search is None or search.event != search_id:
+        raise Rejection("stale_event", "that search is not open")
+    if search.owner != actor:
+        raise Rejection("not_your_decision", "only the search's owner selects")
+    if (state.turn, state.phase) != (search.turn, search.phase):
+        raise Rejection("stale_event", "that search belongs to another turn or phase")
+    check_custody(state, search)
+    if card_id not in search.discard:
+        raise Rejection("unknown_card", f"'{card_id}' is not in the discard pile")
+    if is_box(card_id):
+        raise Rejection("not_eligible", "a Box may not take another Box")
+    return search
+
+
+def check_custody(state: RoomState, search: Search) -> None:
+    """Fail closed when the paid search no longer matches what was paid for."""
+    if search.box not in state.seat(search.owner).hand or state.discard != search.discard:
+        raise Rejection(
+            "search_invalid", "the search no longer matches its paid inventory; ask an operator"
+        )
+
+
+def settle_search(tx: Tx, actor: str, search_id: str, card_id: str) -> None:
+    search = check_select(tx.state, actor, search_id, card_id)
+    tx.emit(CardRetrieved(search=search.event, seat=actor, card=card_id))
+    remaining = list(tx.state.discard)
+    tx.emit(PileShuffled(search=search.event, order=tx.shuffle(remaining)))
+    tx.emit(BoxDiscarded(search=search.event, seat=actor, card=search.box))
+    tx.emit(SearchClosed(search=search.event))
+
+
+def candidates(state: RoomState, faction: str) -> list[str] | None:
+    """The owner's private candidate list while its search is open, else None."""
+    search = state.search
+    if search is None or search.owner != faction:
+        return None
+    try:
+        check_custody(state, search)
+    except Rejection:
+        return None
+    return display_order(eligible(search.discard))

@@ -1,0 +1,128 @@
+"""The decision core: a command and a state in, events out (or a Rejection).
+
+Every rules module registers its command handlers here with `@handles`, and
+its automatic continuations with `@continuation`. `decide` is the only way
+into the rules; `apply` the only way a state changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from domain import commands as c
+from domain.errors import Rejection
+from domain.events import EVENT_TYPES, Event, RoomCreated
+from domain.randomness import Randomness
+from domain.state import RoomState
+
+C = TypeVar("C", bound=c.Command)
+Handler = Callable[["Tx", str, Any], None]
+
+HANDLERS: dict[type[c.Command], Handler] = {}
+CONTINUATIONS: list[Callable[[Tx], bool]] = []
+
+# RULES 3.3: while a search is open only its bound selection and seat control
+# are accepted; everything else is refused before any handler runs.
+ALLOWED_DURING_SEARCH: tuple[type[c.Command], ...] = (c.SelectCard, c.SetAutopilot)
+
+
+def handles(command_type: type[C]) -> Callable[[Callable[[Tx, str, C], None]], Any]:
+    def register(fn: Callable[[Tx, str, C], None]) -> Callable[[Tx, str, C], None]:
+        HANDLERS[command_type] = fn
+        return fn
+
+    return register
+
+
+def continuation(fn: Callable[[Tx], bool]) -> Callable[[Tx], bool]:
+    """Register an automatic step: returns True when it emitted something."""
+    CONTINUATIONS.append(fn)
+    return fn
+
+
+class Tx:
+    """One command's work: emitted events applied to a private copy of the state.
+
+    Handlers validate first and emit after; the copy is made on the first
+    emit, so a handler that rejects never touched anything.
+    """
+
+    def __init__(self, state: RoomState, randomness: Randomness) -> None:
+        self.state = state
+        self.events: list[Event] = []
+        self._randomness = randomness
+        self._copied = False
+
+    def emit(self, event: Event) -> None:
+        if not self._copied:
+            self.state = self.state.model_copy(deep=True)
+            self._copied = True
+        apply(self.state, event)
+        self.events.append(event)
+
+    def next_event_id(self) -> str:
+        """The id of the next event to be emitted: decisions and windows bind to it."""
+        return f"e{self.state.version + 1}"
+
+    def shuffle(self, ids: list[str]) -> list[str]:
+        return self._randomness.shuffle(ids)
+
+    def sample(self, ids: list[str], k: int) -> list[str]:
+        return self._randomness.sample(ids, k)
+
+
+def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomness) -> Tx:
+    if not state.has_seat(actor):
+        raise Rejection("unknown_seat", f"{actor} has no seat in this room")
+    if state.search is not None and not isinstance(command, ALLOWED_DURING_SEARCH):
+        raise Rejection(
+            "locked",
+            "a Nullentropy Box search is open: only its owner's selection is accepted",
+        )
+    handler = HANDLERS.get(type(command))
+    if handler is None:
+        kind = getattr(command, "type", type(command).__name__)
+        raise Rejection("not_implemented", f"'{kind}' is not implemented yet")
+    tx = Tx(state, randomness)
+    handler(tx, actor, command)
+    settle(tx)
+    return tx
+
+
+def settle(tx: Tx) -> None:
+    """Run automatic continuations until none applies; never while a search is open."""
+    progressed = True
+    while progressed and tx.state.search is None:
+        progressed = any(step(tx) for step in CONTINUATIONS)
+
+
+def initial_state(event: RoomCreated) -> RoomState:
+    state = RoomState.model_validate(event.state)
+    state.version = 1
+    return state
+
+
+def apply(state: RoomState, event: Event) -> None:
+    event.apply(state)
+    state.version += 1
+
+
+def replay(events: Iterable[Event]) -> RoomState:
+    """Fold a whole stream into a state; draws nothing, reads nothing else."""
+    it = iter(events)
+    first = next(it)
+    if not isinstance(first, RoomCreated):
+        raise ValueError("a room's stream starts with RoomCreated")
+    state = initial_state(first)
+    for event in it:
+        apply(state, event)
+    return state
+
+
+def event_class(name: str) -> type[Event]:
+    return EVENT_TYPES[name]
+
+
+# The rules modules register their handlers on import.
+from domain import custody, nullentropy  # noqa: E402, F401

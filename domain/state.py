@@ -1,0 +1,184 @@
+"""The state of one room: every zone of physical cards, spice, and control.
+
+State is only ever changed by applying events (`domain.rules.apply`). It is
+plain pydantic so that it dumps to canonical JSON for snapshots and the
+audit's state hash.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.catalog import Faction, hand_limit
+
+Mode = Literal["basic", "advanced"]
+Profile = Literal["easy", "medium", "hard", "brutal"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Seat(Model):
+    faction: Faction
+    spice: int
+    hand: list[str] = Field(default_factory=list)
+    ally: Faction | None = None
+    autopilot: Profile | None = None
+
+    @property
+    def limit(self) -> int:
+        return hand_limit(self.faction)
+
+
+class Reservation(Model):
+    """Spice promised elsewhere (paid auction, Truthtrance promise)."""
+
+    faction: Faction
+    amount: int
+    reason: str
+    box: str | None = None  # a Truthtrance promise of a future Box activation
+
+
+class Commitment(Model):
+    """A card committed elsewhere: it cannot be played or given."""
+
+    card: str
+    kind: str
+
+
+class ShippingCost(Model):
+    card: str
+    creator: Faction
+    beneficiary: Faction
+    price: int
+    claimed: bool = False
+
+
+class Decision(Model):
+    """An open decision: one seat must act, bound to the event that opened it.
+
+    `data` holds what the rules need to finish it; views show only `kind`,
+    `event` and `player` unless a rules module says more is public.
+    """
+
+    kind: str
+    event: str
+    player: Faction
+    turn: int
+    phase: int
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResponseWindow(Model):
+    """A Karama response window: eligibility is read from current hands."""
+
+    kind: str
+    event: str
+    turn: int
+    phase: int
+    passes: list[Faction] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Control(Model):
+    """What the game is waiting for. A Box search saves and restores all of it."""
+
+    decision: Decision | None = None
+    response: ResponseWindow | None = None
+    pending_karama: dict[str, Any] | None = None
+    phase_opening: dict[str, Any] | None = None
+
+
+class Search(Model):
+    """An open, paid Nullentropy Box search."""
+
+    event: str
+    owner: Faction
+    box: str
+    turn: int
+    phase: int
+    discard: list[str]  # the authorized inventory: the exact pile at payment
+    parent: Control
+
+
+class AmbassadorState(Model):
+    placed: dict[str, str] = Field(default_factory=dict)  # territory -> token
+    cohort: list[str] = Field(default_factory=list)
+    own: str | None = "ecaz"  # Ecaz's own token while in supply
+    used: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    copy_pool: list[str] = Field(default_factory=list)
+    supply: list[str] = Field(default_factory=list)  # tokens not yet drawn
+    entry: dict[str, Any] | None = None  # the entry being resolved
+
+
+class Receipt(Model):
+    event: str
+    buyer: Faction
+    card: str
+    amount: int
+    emperor: Faction | None
+    stage: str
+
+
+class RoomState(Model):
+    room: str
+    mode: Mode
+    expansions: list[str]
+    seed: int | None = None
+    turn: int
+    phase: int
+    bank: int
+    seats: list[Seat]
+    deck: list[str]  # top first
+    discard: list[str]  # bottom first: the top is the last element
+    cache: list[str]
+    removed: list[str]
+    reservations: list[Reservation] = Field(default_factory=list)
+    commitments: list[Commitment] = Field(default_factory=list)
+    shipping_costs: list[ShippingCost] = Field(default_factory=list)
+    ambassadors: AmbassadorState | None = None
+    receipts: list[Receipt] = Field(default_factory=list)
+    control: Control = Field(default_factory=Control)
+    search: Search | None = None
+    truthtrance: dict[str, Any] | None = None
+    gift: dict[str, Any] | None = None
+    semuta: dict[str, Any] | None = None
+    version: int = 0  # the version of the last applied event
+
+    def seat(self, faction: str) -> Seat:
+        for s in self.seats:
+            if s.faction == faction:
+                return s
+        raise KeyError(faction)
+
+    def has_seat(self, faction: str) -> bool:
+        return any(s.faction == faction for s in self.seats)
+
+    def reserved(self, faction: str) -> int:
+        return sum(r.amount for r in self.reservations if r.faction == faction)
+
+    def committed(self, card_id: str) -> str | None:
+        for c in self.commitments:
+            if c.card == card_id:
+                return c.kind
+        return None
+
+    def holder(self, card_id: str) -> str | None:
+        for s in self.seats:
+            if card_id in s.hand:
+                return s.faction
+        return None
+
+    def zones(self) -> dict[str, list[str]]:
+        zones = {"deck": self.deck, "discard": self.discard, "cache": self.cache,
+                 "removed": self.removed}
+        for s in self.seats:
+            zones[f"hand:{s.faction}"] = s.hand
+        return zones
+
+    def total_spice(self) -> int:
+        return self.bank + sum(s.spice for s in self.seats)

@@ -1,0 +1,1 @@
+"""Adapters: storage from a URL, the mapper and transcoder, randomness, CLI, HTTP."""

@@ -1,0 +1,218 @@
+"""The `dune-ledger` command line.
+
+Exit codes: 0 success; 1 a rejected command or an audit that found a
+problem; 2 bad usage or unreadable input. Results go to stdout as JSON; a
+one-line human message goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import orjson
+
+from domain.catalog import EXPANSIONS, FACTIONS, room_cards
+from domain.errors import LayoutError, Rejection
+from infrastructure.storage import UsageError, open_rooms
+
+
+class Exit(Exception):
+    def __init__(self, code: int, message: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def emit(data: Any) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def read_json(source: str, what: str) -> Any:
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text("utf-8")
+    except OSError as e:
+        raise Exit(2, f"cannot read {what} '{source}': {e.strerror}") from None
+    return parse_json(text, what)
+
+
+def parse_json(text: str, what: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise Exit(2, f"{what} is not valid JSON: {e}") from None
+
+
+# --- commands -------------------------------------------------------------------
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    chosen: list[str] = []
+    if args.expansions:
+        chosen = [e.strip() for e in args.expansions.split(",") if e.strip()]
+        unknown = [e for e in chosen if e not in EXPANSIONS]
+        if unknown:
+            raise Exit(2, f"unknown expansions: {', '.join(unknown)} "
+                          f"(known: {', '.join(EXPANSIONS)})")
+    ordered = tuple(sorted(set(chosen), key=EXPANSIONS.index))
+    emit([{**c.public(), "zone": c.zone} for c in room_cards(ordered)])
+    return 0
+
+
+def cmd_room_create(args: argparse.Namespace) -> int:
+    layout = read_json(args.layout, "layout")
+    with open_rooms(args.db) as app:
+        try:
+            created = app.create_room(layout)
+        except LayoutError as e:
+            raise Exit(2, str(e)) from None
+    emit(created)
+    return 0
+
+
+def cmd_room_command(args: argparse.Namespace) -> int:
+    raw = parse_json(args.command, "the command")
+    with open_rooms(args.db) as app:
+        result = app.execute(args.room, args.seat, raw)
+    emit(result)
+    if not result["ok"]:
+        error = result["error"]
+        print(f"rejected ({error['code']}): {error['message']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def query(fn: Callable[[], Any]) -> int:
+    try:
+        data = fn()
+    except Rejection as r:
+        emit({"ok": False, "error": r.as_error()})
+        print(f"{r.code}: {r.message}", file=sys.stderr)
+        return 1
+    emit(data)
+    return 0
+
+
+def cmd_room_view(args: argparse.Namespace) -> int:
+    if bool(args.seat) == bool(args.public):
+        raise Exit(2, "give exactly one of --as FACTION or --public")
+    with open_rooms(args.db) as app:
+        if args.public:
+            return query(lambda: app.public_view(args.room))
+        return query(lambda: app.seat_view(args.room, args.seat))
+
+
+def cmd_room_log(args: argparse.Namespace) -> int:
+    with open_rooms(args.db) as app:
+        return query(lambda: app.public_log(args.room))
+
+
+def cmd_room_at(args: argparse.Namespace) -> int:
+    with open_rooms(args.db) as app:
+        return query(lambda: app.view_at(args.room, args.version, args.seat))
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from application.audit import audit_all, audit_room
+
+    if bool(args.room) == bool(args.all):
+        raise Exit(2, "give a ROOM or --all")
+    with open_rooms(args.db) as app:
+        try:
+            reports = audit_all(app) if args.all else [audit_room(app, args.room)]
+        except Rejection as r:
+            emit({"ok": False, "error": r.as_error()})
+            print(f"{r.code}: {r.message}", file=sys.stderr)
+            return 1
+    emit(reports if args.all else reports[0])
+    failed = [r["room"] for r in reports if not r["ok"]]
+    if failed:
+        print(f"audit found problems in {len(failed)} room(s): {', '.join(failed)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from infrastructure.demo import run_demo
+
+    with open_rooms(args.db) as app:
+        return run_demo(app)
+
+
+# --- parser -------------------------------------------------------------------------
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise Exit(2, f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="dune-ledger", description="Treachery-card custody for GF9 Dune rooms")
+    p.add_argument("--db", help="storage URL (default: $DUNE_LEDGER_DB or "
+                                "sqlite:///dune-ledger.db)")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+
+    demo = sub.add_parser("demo", help="play a scripted room end to end")
+    demo.set_defaults(fn=cmd_demo)
+
+    cat = sub.add_parser("catalog", help="print the physical cards")
+    cat.add_argument("--expansions", help=f"comma-separated: {','.join(EXPANSIONS)}")
+    cat.set_defaults(fn=cmd_catalog)
+
+    room = sub.add_parser("room", help="create, command and read rooms")
+    rsub = room.add_subparsers(dest="room_cmd", required=True, parser_class=Parser)
+    create = rsub.add_parser("create", help="create a room from a layout file ('-': stdin)")
+    create.add_argument("layout")
+    create.set_defaults(fn=cmd_room_create)
+    command = rsub.add_parser("command", help="run one command as a seat")
+    command.add_argument("room")
+    command.add_argument("--as", dest="seat", required=True, choices=FACTIONS)
+    command.add_argument("command", help="the command as a JSON object")
+    command.set_defaults(fn=cmd_room_command)
+    view = rsub.add_parser("view", help="a seat's view, or the public view")
+    view.add_argument("room")
+    view.add_argument("--as", dest="seat", choices=FACTIONS)
+    view.add_argument("--public", action="store_true")
+    view.set_defaults(fn=cmd_room_view)
+    log = rsub.add_parser("log", help="the public log")
+    log.add_argument("room")
+    log.set_defaults(fn=cmd_room_log)
+    at = rsub.add_parser("at", help="a seat's view as it was at a version")
+    at.add_argument("room")
+    at.add_argument("version", type=int)
+    at.add_argument("--as", dest="seat", required=True, choices=FACTIONS)
+    at.set_defaults(fn=cmd_room_at)
+
+    audit = sub.add_parser("audit", help="replay and check a room, or every room")
+    audit.add_argument("room", nargs="?")
+    audit.add_argument("--all", action="store_true")
+    audit.set_defaults(fn=cmd_audit)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        code = int(args.fn(args))
+    except Exit as e:
+        if e.message:
+            print(e.message, file=sys.stderr)
+        code = e.code
+    except UsageError as e:
+        print(str(e), file=sys.stderr)
+        code = 2
+    sys.stdout.flush()
+    return code
+
+
+def run() -> NoReturn:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

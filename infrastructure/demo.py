@@ -1,0 +1,72 @@
+"""`dune-ledger demo`: a scripted room a newcomer can read from top to bottom."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from application.audit import audit_room
+from application.rooms import RoomsApp
+
+BOX_LAYOUT: dict[str, Any] = {
+    "mode": "advanced",
+    "expansions": ["choam_richese"],
+    "seed": 7,
+    "bank": 500,
+    "turn": 2,
+    "phase": 6,
+    "seats": [
+        {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"]},
+        {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
+        {"faction": "harkonnen", "spice": 6, "hand": ["shield-2", "chaumas"]},
+        {"faction": "atreides", "spice": 8, "hand": []},
+    ],
+    "discard": ["shield-1", "maula-pistol", "baliset", "snooper-3"],
+}
+
+
+def show(title: str, data: Any = None) -> None:
+    print(f"\n== {title}")
+    if data is not None:
+        print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+
+
+def step(app: RoomsApp, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
+    result = app.execute(room, seat, command)
+    show(f"{seat}: {orjson.dumps(command).decode()}", result)
+    if not result["ok"]:
+        raise SystemExit(f"demo step refused: {result['error']['message']}")
+    return result
+
+
+def run_demo(app: RoomsApp) -> int:
+    created = app.create_room(BOX_LAYOUT)
+    room = created["room"]
+    show("Room created (seat tokens are shown once, here)", created)
+
+    show("Richese before paying: the Box control", app.seat_view(room, "richese")["nullentropy"])
+    step(app, room, "richese", {"type": "begin_search", "card": "nullentropy-box",
+                                "command_id": "demo-begin"})
+    box = app.seat_view(room, "richese")["nullentropy"]
+    show("Richese's private candidates (only Richese sees these)", box)
+    show("The Emperor sees only that a paid search is open",
+         {"decision": app.seat_view(room, "emperor")["decision"],
+          "search": app.seat_view(room, "emperor")["search"]})
+    refused = app.execute(room, "emperor", {"type": "draw"})
+    show("The search lock: the Emperor's draw is refused", refused)
+
+    choice = box["search"]["cards"][0]["id"]
+    step(app, room, "richese", {"type": "select_card", "search": box["search"]["event"],
+                                "card": choice})
+
+    show("Public log", app.public_log(room))
+    for seat in ("richese", "emperor", "harkonnen", "atreides"):
+        view = app.seat_view(room, seat)
+        show(f"{seat}'s view", {"me": view["me"], "seats": view["seats"],
+                                "discard": view["discard"], "decision": view["decision"]})
+    report = audit_room(app, room)
+    show("Audit", report)
+    verdict = "clean" if report["ok"] else "PROBLEMS FOUND"
+    print(f"\nRoom {room}: audit {verdict}. Try: dune-ledger audit {room}")
+    return 0 if report["ok"] else 1
