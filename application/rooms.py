@@ -59,6 +59,9 @@ class RoomsApp(Application[UUID]):
         self, env: dict[str, str] | None = None, *, randomness: RandomnessFactory
     ) -> None:
         super().__init__(env)
+        interval = self.env.get("DUNE_LEDGER_SNAPSHOT_INTERVAL")
+        if interval:
+            self.snapshotting_intervals = {Room: int(interval)}
         self.randomness = randomness
 
     # --- writes ---------------------------------------------------------------
@@ -134,9 +137,8 @@ class RoomsApp(Application[UUID]):
 
     def load(self, room_id: str | UUID, version: int | None = None) -> Room:
         try:
-            uid = room_id if isinstance(room_id, UUID) else UUID(str(room_id))
-            room: Room = self.repository.get(uid, version=version)
-        except (ValueError, AggregateNotFoundError):
+            room: Room = self.repository.get(room_uuid(room_id), version=version)
+        except AggregateNotFoundError:
             raise Rejection("unknown_room", f"no room '{room_id}'") from None
         assert isinstance(room, Room)
         return room
@@ -192,6 +194,13 @@ class RoomsApp(Application[UUID]):
             if secrets.compare_digest(stored, digest):
                 return faction
         return None
+
+
+def room_uuid(room_id: str | UUID) -> UUID:
+    try:
+        return room_id if isinstance(room_id, UUID) else UUID(str(room_id))
+    except ValueError:
+        raise Rejection("unknown_room", f"no room '{room_id}'") from None
 
 
 def facts(records: list[Recorded]) -> list[Event]:

@@ -1,0 +1,213 @@
+"""The rooms application on real storage: memory:// and SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import orjson
+import pytest
+
+from application.audit import audit_room, state_hash
+from application.stream import Recorded
+from domain.rules import replay
+from infrastructure.storage import RoomMapper, open_rooms
+from tests.support import Counting, layout
+
+BOX = "nullentropy-box"
+
+
+class Factory:
+    """A randomness factory that keeps every source it handed out."""
+
+    def __init__(self) -> None:
+        self.sources: list[Counting] = []
+
+    def __call__(self, seed: int | None, version: int) -> Counting:
+        source = Counting(version)
+        self.sources.append(source)
+        return source
+
+    @property
+    def draws(self) -> int:
+        return sum(s.draws for s in self.sources)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def app(request, tmp_path):
+    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path}/rooms.db"
+    factory = Factory()
+    with open_rooms(url, randomness_factory=factory) as rooms:
+        rooms.factory_under_test = factory  # type: ignore[attr-defined]
+        yield rooms
+
+
+def fingerprint(app, room):
+    loaded = app.load(room)
+    s = loaded.state
+    return (loaded.version, s.bank, [(x.faction, x.spice, list(x.hand)) for x in s.seats],
+            list(s.discard), list(s.deck))
+
+
+def test_create_then_search_then_select(app):
+    created = app.create_room(layout())
+    room = created["room"]
+    assert created["version"] == 1 and set(created["seats"]) == {"richese", "emperor",
+                                                                  "harkonnen"}
+    opened = app.execute(room, "richese", {"type": "begin_search", "card": BOX})
+    assert opened["ok"] and opened["version"] == 3
+    assert [e["type"] for e in opened["events"]] == ["FeePaid", "SearchOpened"]
+    search = opened["events"][1]["search"]
+    done = app.execute(room, "richese", {"type": "select_card", "search": search,
+                                         "card": "baliset"})
+    assert done["ok"]
+    assert "baliset" not in orjson.dumps(done).decode()  # the result is public-only
+    assert audit_room(app, room)["ok"]
+
+
+@pytest.mark.parametrize(("actor", "command", "code"), [
+    ("richese", {"type": "begin_search", "card": "nope"}, "unknown_card"),
+    ("richese", {"type": "begin_search", "card": "crysknife"}, "not_a_box"),
+    ("emperor", {"type": "begin_search", "card": BOX}, "not_in_hand"),
+    ("richese", {"type": "begin_search"}, "invalid_command"),
+    ("richese", {"type": "begin_search", "card": BOX, "extra": 1}, "invalid_command"),
+    ("richese", {"type": "teleport"}, "invalid_command"),
+    ("richese", {"type": "begin_search", "card": BOX, "expected_version": 7}, "conflict"),
+    ("atreides", {"type": "draw"}, "unknown_seat"),
+])
+def test_rejections_append_nothing_and_draw_nothing(app, actor, command, code):
+    room = app.create_room(layout())["room"]
+    before = fingerprint(app, room)
+    draws = app.factory_under_test.draws
+    result = app.execute(room, actor, command)
+    assert not result["ok"] and result["error"]["code"] == code
+    assert fingerprint(app, room) == before
+    assert app.factory_under_test.draws == draws
+
+
+def test_rejected_select_keeps_the_search_and_draws_nothing(app):
+    room = app.create_room(layout())["room"]
+    search = app.execute(room, "richese", {"type": "begin_search", "card": BOX})["events"][1]
+    before = fingerprint(app, room)
+    draws = app.factory_under_test.draws
+    for actor, card in (("emperor", "baliset"), ("richese", "stunner")):
+        result = app.execute(room, actor, {"type": "select_card", "search": search["search"],
+                                           "card": card})
+        assert not result["ok"]
+    assert fingerprint(app, room) == before and app.factory_under_test.draws == draws
+    assert app.load(room).state.search is not None
+
+
+def test_command_id_repeats_return_the_first_result(app):
+    room = app.create_room(layout())["room"]
+    first = app.execute(room, "richese", {"type": "begin_search", "card": BOX,
+                                          "command_id": "c1"})
+    search = first["events"][1]["search"]
+    select = {"type": "select_card", "search": search, "card": "baliset", "command_id": "c2"}
+    done = app.execute(room, "richese", select)
+    version = app.load(room).version
+    assert app.execute(room, "richese", select) == done
+    assert app.execute(room, "richese", {"type": "begin_search", "card": BOX,
+                                         "command_id": "c1"}) == first
+    assert app.load(room).version == version
+    assert app.load(room).state.seat("richese").spice == 8
+
+
+def test_unknown_room(app):
+    result = app.execute("not-a-room", "richese", {"type": "draw"})
+    assert result["error"]["code"] == "unknown_room"
+    result = app.execute("8c0f1c56-8a86-4c4c-9d0e-5b0ab3f6b0a1", "richese", {"type": "draw"})
+    assert result["error"]["code"] == "unknown_room"
+
+
+def test_seeded_rooms_repeat(tmp_path):
+    outcomes = []
+    for i in range(2):
+        with open_rooms(f"sqlite:///{tmp_path}/r{i}.db") as rooms:
+            room = rooms.create_room(layout(seed=99))["room"]
+            ev = rooms.execute(room, "richese", {"type": "begin_search", "card": BOX})
+            rooms.execute(room, "richese", {"type": "select_card",
+                                            "search": ev["events"][1]["search"],
+                                            "card": "baliset"})
+            s = rooms.load(room).state
+            outcomes.append((s.deck, s.discard))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_snapshots_give_the_same_state_as_a_full_replay(tmp_path):
+    url = f"sqlite:///{tmp_path}/snap.db"
+    with open_rooms(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="3") as rooms:
+        room = rooms.create_room(layout())["room"]
+        ev = rooms.execute(room, "richese", {"type": "begin_search", "card": BOX})
+        card = rooms.seat_view(room, "richese")["nullentropy"]["search"]["cards"][0]["id"]
+        assert rooms.execute(room, "richese", {"type": "select_card", "card": card,
+                                               "search": ev["events"][1]["search"]})["ok"]
+        for _ in range(4):
+            assert rooms.execute(room, "emperor", {"type": "draw"})["ok"]
+            drawn = rooms.seat_view(room, "emperor")["me"]["hand"][-1]["id"]
+            assert rooms.execute(room, "emperor", {"type": "discard", "card": drawn})["ok"]
+        assert rooms.snapshots is not None
+        assert list(rooms.snapshots.get(rooms.load(room).id))
+    with open_rooms(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="3") as rooms:
+        loaded = rooms.load(room)
+        full = replay(r.fact for r in rooms.records(loaded.id))
+        assert state_hash(loaded.state) == state_hash(full)
+        assert loaded.head_hash() == rooms.records(loaded.id)[-1].hash()
+        assert audit_room(rooms, room)["ok"]
+
+
+def test_mapper_round_trip():
+    with open_rooms("memory://") as rooms:
+        room = rooms.create_room(layout())["room"]
+        rooms.execute(room, "richese", {"type": "begin_search", "card": BOX,
+                                        "command_id": "x"})
+        mapper = rooms.mapper
+        assert isinstance(mapper, RoomMapper)
+        for rec in rooms.records(rooms.load(room).id):
+            stored = mapper.to_stored_event(rec)
+            assert stored.topic == rec.type
+            back = mapper.to_domain_event(stored)
+            assert isinstance(back, Recorded)
+            assert back.payload() == rec.payload() and back.hash() == rec.hash()
+
+
+def tamper(path, sql, *params):
+    with sqlite3.connect(path) as db:
+        db.execute(sql, params)
+
+
+def test_audit_detects_an_edited_dropped_or_reordered_event(tmp_path):
+    path = tmp_path / "chain.db"
+    with open_rooms(f"sqlite:///{path}") as rooms:
+        room = rooms.create_room(layout())["room"]
+        ev = rooms.execute(room, "richese", {"type": "begin_search", "card": BOX})
+        rooms.execute(room, "richese", {"type": "select_card",
+                                        "search": ev["events"][1]["search"], "card": "baliset"})
+        assert audit_room(rooms, room)["checks"]["chain_intact"]["ok"]
+
+    with sqlite3.connect(path) as db:
+        (state,) = db.execute("SELECT state FROM stored_events WHERE originator_version = 2"
+                              ).fetchone()
+    edited = orjson.loads(state)
+    edited["fact"]["amount"] = 1
+    tamper(path, "UPDATE stored_events SET state = ? WHERE originator_version = 2",
+           orjson.dumps(edited))
+    with open_rooms(f"sqlite:///{path}") as rooms:
+        report = audit_room(rooms, room)
+        assert report["checks"]["chain_intact"]["ok"] is False
+        assert report["ok"] is False
+
+    # Reordered: versions 4 and 5 swap places.
+    tamper(path, "UPDATE stored_events SET state = ? WHERE originator_version = 2", state)
+    with sqlite3.connect(path) as db:
+        rows = dict(db.execute("SELECT originator_version, topic || '|' || hex(state) "
+                               "FROM stored_events WHERE originator_version IN (4, 5)"))
+        for version, other in ((4, 5), (5, 4)):
+            topic, data = rows[other].split("|")
+            db.execute("UPDATE stored_events SET topic = ?, state = ? "
+                       "WHERE originator_version = ?", (topic, bytes.fromhex(data), version))
+    with open_rooms(f"sqlite:///{path}") as rooms:
+        assert audit_room(rooms, room)["checks"]["chain_intact"]["ok"] is False
+
+    tamper(path, "DELETE FROM stored_events WHERE originator_version = 5")
+    with open_rooms(f"sqlite:///{path}") as rooms:
+        assert audit_room(rooms, room)["checks"]["chain_intact"]["ok"] is False
