@@ -61,7 +61,8 @@ class RoomsApp(Application[UUID]):
         super().__init__(env)
         interval = self.env.get("DUNE_LEDGER_SNAPSHOT_INTERVAL")
         if interval:
-            self.snapshotting_intervals = {Room: int(interval)}
+            # Per instance, so that one process can run rooms at two intervals (tests).
+            self.snapshotting_intervals = {Room: int(interval)}  # type: ignore[misc]
         self.randomness = randomness
 
     # --- writes ---------------------------------------------------------------
