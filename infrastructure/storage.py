@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 from urllib.parse import unquote, urlparse
 from uuid import UUID
@@ -83,6 +85,67 @@ class RoomMapper(Mapper[UUID]):
         )
 
 
+# PostgreSQL pool and timeouts: our variable -> (the library's key, default). Integers.
+PG_SETTINGS = {
+    # connections each process keeps open, and how many more it may open under load
+    "DUNE_LEDGER_PG_POOL_SIZE": ("POSTGRES_POOL_SIZE", "2"),
+    "DUNE_LEDGER_PG_MAX_OVERFLOW": ("POSTGRES_MAX_OVERFLOW", "8"),
+    # seconds to connect, or to wait for a free pooled connection
+    "DUNE_LEDGER_PG_CONNECT_TIMEOUT": ("POSTGRES_CONNECT_TIMEOUT", "10"),
+    # seconds a write waits for the events table lock before it fails (0: forever)
+    "DUNE_LEDGER_PG_LOCK_TIMEOUT": ("POSTGRES_LOCK_TIMEOUT", "10"),
+    # seconds the server lets a connection sit idle inside a transaction
+    "DUNE_LEDGER_PG_IDLE_TIMEOUT": ("POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT", "5"),
+    # requests that may queue for a connection before failing at once (0: no bound)
+    "DUNE_LEDGER_PG_MAX_WAITING": ("POSTGRES_MAX_WAITING", "0"),
+}
+
+
+def postgres_pool_settings() -> dict[str, str]:
+    env = {"POSTGRES_PRE_PING": "y"}  # a server restart must not leave dead pooled connections
+    for ours, (theirs, default) in PG_SETTINGS.items():
+        value = os.environ.get(ours, "").strip() or default
+        if not value.isdigit():
+            raise UsageError(f"{ours} must be a whole number, not '{value}'")
+        env[theirs] = value
+    if int(env["POSTGRES_POOL_SIZE"]) < 1:
+        raise UsageError("DUNE_LEDGER_PG_POOL_SIZE must be at least 1")
+    return env
+
+
+# Any fixed number: processes creating the tables of a fresh database take turns on it.
+TABLES_LOCK_KEY = 0x64756E65
+
+
+@contextmanager
+def first_use_lock(env: dict[str, str]) -> Iterator[None]:
+    """Serialize table creation between processes that start on the same fresh database.
+
+    The library creates its tables, composite type and insert function on first use,
+    and PostgreSQL does not make concurrent `CREATE TYPE` or `CREATE OR REPLACE
+    FUNCTION` safe; a session advisory lock on a connection of its own (not one from
+    the pool, which may hold a single connection) makes the starters take turns.
+    """
+    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+        yield
+        return
+    import psycopg
+
+    try:
+        conn = psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"],
+            port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
+            autocommit=True,
+        )
+    except psycopg.OperationalError as e:
+        raise UsageError(f"cannot connect to PostgreSQL: {str(e).strip()}") from None
+    with conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (TABLES_LOCK_KEY,))
+        yield  # closing the connection releases the lock
+
+
 def environment(url: str) -> dict[str, str]:
     """The eventsourcing environment for a storage URL."""
     env = {
@@ -110,6 +173,7 @@ def environment(url: str) -> dict[str, str]:
         env["POSTGRES_PORT"] = str(parsed.port or 5432)
         env["POSTGRES_USER"] = unquote(parsed.username or "postgres")
         env["POSTGRES_PASSWORD"] = unquote(parsed.password or "")
+        env.update(postgres_pool_settings())
     else:
         raise UsageError(
             f"unknown storage URL '{url}': use sqlite:///PATH, postgresql://... or memory://"
@@ -122,4 +186,5 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
     url = url or os.environ.get("DUNE_LEDGER_DB") or DEFAULT_URL
     env = environment(url)
     env.update(extra_env)
-    return RoomsApp(env, randomness=randomness_factory or randomness.for_room)
+    with first_use_lock(env):
+        return RoomsApp(env, randomness=randomness_factory or randomness.for_room)

@@ -1,0 +1,183 @@
+"""Several OS processes serving the same room on one PostgreSQL database.
+
+Each racer is a separate process with its own connection pool; a barrier
+releases them together so their saves collide on the room's version. The
+store's compare-and-set decides the winner; a loser reloads and decides
+again against the new state, so it either succeeds on top of the winner or
+gets a clear rejection. Nothing is applied twice and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from application.audit import audit_room
+from infrastructure.storage import open_rooms
+from tests.support import layout
+
+CTX = mp.get_context("spawn")  # no pool threads or sockets inherited from the test process
+TIMEOUT = 60
+
+
+def racer(url: str, room: str, seat: str, command: dict[str, Any], barrier: Any,
+          results: Any) -> None:
+    app = open_rooms(url)
+    try:
+        app.load(room)  # warm the pool so the race is about the save, not the connect
+        barrier.wait(timeout=TIMEOUT)
+        results.put(app.execute(room, seat, command))
+    finally:
+        app.close()
+
+
+def race(url: str, room: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Run each (seat, command) in its own process, all released at once."""
+    barrier = CTX.Barrier(len(jobs))
+    results = CTX.Queue()
+    procs = [CTX.Process(target=racer, args=(url, room, seat, cmd, barrier, results))
+             for seat, cmd in jobs]
+    for p in procs:
+        p.start()
+    out = [results.get(timeout=TIMEOUT) for _ in procs]
+    for p in procs:
+        p.join(timeout=TIMEOUT)
+        assert p.exitcode == 0
+    return out
+
+
+def event_types(app: Any, room: str) -> Counter[str]:
+    return Counter(rec.type for rec in app.records(app.load(room).id))
+
+
+def assert_clean(app: Any, room: str) -> None:
+    report = audit_room(app, room)
+    assert report["ok"], report["checks"]
+
+
+@pytest.fixture
+def app(pg_url: str):  # type: ignore[no-untyped-def]
+    rooms = open_rooms(pg_url)
+    yield rooms
+    rooms.close()
+
+
+@pytest.mark.parametrize("racers", [2, 8])
+def test_racing_begins_pay_one_fee_and_open_one_search(app: Any, pg_url: str,
+                                                       racers: int) -> None:
+    room = app.create_room(layout())["room"]
+    jobs = [("richese", {"type": "begin_search", "card": "nullentropy-box",
+                         "command_id": f"begin-{i}"}) for i in range(racers)]
+    results = race(pg_url, room, jobs)
+
+    winners = [r for r in results if r["ok"]]
+    losers = [r for r in results if not r["ok"]]
+    assert len(winners) == 1
+    assert [r["error"]["code"] for r in losers] == ["locked"] * (racers - 1)
+    assert all(r["version"] == winners[0]["version"] for r in losers)
+    types = event_types(app, room)
+    assert types["FeePaid"] == 1 and types["SearchOpened"] == 1
+    assert app.load(room).state.seat("richese").spice == 8
+    assert_clean(app, room)
+
+
+@pytest.mark.parametrize("racers", [2, 8])
+def test_racing_selects_take_one_card_and_shuffle_once(app: Any, pg_url: str,
+                                                       racers: int) -> None:
+    room = app.create_room(layout())["room"]
+    begun = app.execute(room, "richese", {"type": "begin_search", "card": "nullentropy-box"})
+    assert begun["ok"]
+    search = app.seat_view(room, "richese")["nullentropy"]["search"]
+    cards = [c["id"] for c in search["cards"]]
+    jobs = [("richese", {"type": "select_card", "search": search["event"],
+                         "card": cards[i % len(cards)]}) for i in range(racers)]
+    results = race(pg_url, room, jobs)
+
+    winners = [r for r in results if r["ok"]]
+    assert len(winners) == 1
+    assert [r["error"]["code"] for r in results if not r["ok"]] == ["stale_event"] * (racers - 1)
+    types = event_types(app, room)
+    assert (types["CardRetrieved"], types["PileShuffled"], types["BoxDiscarded"]) == (1, 1, 1)
+    state = app.load(room).state
+    assert state.search is None
+    assert state.discard[-1] == "nullentropy-box"
+    assert sum(c in state.seat("richese").hand for c in cards) == 1
+    assert_clean(app, room)
+
+
+def test_one_command_id_sent_by_many_processes_applies_once(app: Any, pg_url: str) -> None:
+    room = app.create_room(layout())["room"]
+    command = {"type": "begin_search", "card": "nullentropy-box", "command_id": "same"}
+    results = race(pg_url, room, [("richese", command)] * 6)
+
+    assert all(r["ok"] for r in results)
+    assert len({(r["version"], str(r["events"])) for r in results}) == 1
+    assert event_types(app, room)["FeePaid"] == 1
+    assert app.load(room).state.seat("richese").spice == 8
+    assert_clean(app, room)
+
+
+def test_colliding_draws_are_redecided_and_all_land(app: Any, pg_url: str) -> None:
+    room = app.create_room(layout())["room"]
+    deck_before = len(app.load(room).state.deck)
+    seats = ["richese", "emperor", "harkonnen"] * 2 + ["emperor", "harkonnen"]
+    results = race(pg_url, room, [(s, {"type": "draw"}) for s in seats])
+
+    assert all(r["ok"] for r in results), results
+    assert sorted(r["version"] for r in results) == list(range(2, 2 + len(seats)))
+    state = app.load(room).state
+    assert len(state.deck) == deck_before - len(seats)
+    assert event_types(app, room)["CardDrawn"] == len(seats)
+    assert_clean(app, room)
+
+
+def test_expected_version_mismatch_is_reported_not_retried(app: Any, pg_url: str) -> None:
+    room = app.create_room(layout())["room"]
+    seats = ["richese", "emperor", "harkonnen", "emperor"]
+    results = race(pg_url, room, [(s, {"type": "draw", "expected_version": 1}) for s in seats])
+
+    assert sum(r["ok"] for r in results) == 1
+    assert [r["error"]["code"] for r in results if not r["ok"]] == ["conflict"] * 3
+    assert event_types(app, room)["CardDrawn"] == 1
+    assert_clean(app, room)
+
+
+def opener(url: str, barrier: Any, results: Any) -> None:
+    barrier.wait(timeout=TIMEOUT)
+    app = open_rooms(url)  # the first use creates the tables
+    try:
+        results.put(app.create_room(layout())["room"])
+    finally:
+        app.close()
+
+
+def test_processes_starting_on_a_fresh_database_create_the_tables_once(pg_admin_url: str) -> None:
+    import secrets
+    from urllib.parse import urlparse
+
+    import psycopg
+
+    name = f"dl_test_fresh_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"postgresql://{urlparse(pg_admin_url).netloc}/{name}"
+    try:
+        barrier, results = CTX.Barrier(4), CTX.Queue()
+        procs = [CTX.Process(target=opener, args=(url, barrier, results)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        rooms = {results.get(timeout=TIMEOUT) for _ in procs}
+        for p in procs:
+            p.join(timeout=TIMEOUT)
+            assert p.exitcode == 0
+        app = open_rooms(url)
+        try:
+            assert {str(r) for r in app.room_ids()} == rooms
+        finally:
+            app.close()
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

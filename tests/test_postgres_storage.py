@@ -1,0 +1,75 @@
+"""PostgreSQL storage: the URL, the pool settings, and a room's full life on the real server."""
+
+from __future__ import annotations
+
+import pytest
+
+from application.audit import audit_room
+from infrastructure.storage import UsageError, environment, open_rooms
+from tests.support import layout
+
+
+def test_url_and_pool_settings_reach_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DUNE_LEDGER_PG_POOL_SIZE", "3")
+    monkeypatch.setenv("DUNE_LEDGER_PG_LOCK_TIMEOUT", "7")
+    env = environment("postgresql://alice:s%40cret@db.example:6543/rooms")
+    assert env["PERSISTENCE_MODULE"] == "eventsourcing.postgres"
+    assert (env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]) == (
+        "db.example", "6543", "rooms")
+    assert (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]) == ("alice", "s@cret")
+    assert env["POSTGRES_POOL_SIZE"] == "3" and env["POSTGRES_LOCK_TIMEOUT"] == "7"
+    assert env["POSTGRES_MAX_OVERFLOW"] == "8"
+
+
+@pytest.mark.parametrize("name,value", [("DUNE_LEDGER_PG_POOL_SIZE", "many"),
+                                        ("DUNE_LEDGER_PG_POOL_SIZE", "0"),
+                                        ("DUNE_LEDGER_PG_CONNECT_TIMEOUT", "-1")])
+def test_bad_pool_settings_are_usage_errors(monkeypatch: pytest.MonkeyPatch, name: str,
+                                            value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(UsageError, match=name):
+        environment("postgresql://postgres@127.0.0.1:5432/x")
+
+
+def test_url_without_a_database_is_a_usage_error() -> None:
+    with pytest.raises(UsageError):
+        environment("postgresql://postgres@127.0.0.1:5432/")
+
+
+def test_unreachable_server_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DUNE_LEDGER_PG_CONNECT_TIMEOUT", "2")
+    with pytest.raises(UsageError, match="cannot connect"):
+        open_rooms("postgresql://postgres@127.0.0.1:1/nowhere")
+
+
+def test_a_room_lives_and_reloads_on_postgres(pg_url: str) -> None:
+    app = open_rooms(pg_url)
+    try:
+        room = app.create_room(layout())["room"]
+        begun = app.execute(room, "richese", {"type": "begin_search", "card": "nullentropy-box",
+                                              "command_id": "b1"})
+        assert begun["ok"]
+    finally:
+        app.close()
+    again = open_rooms(pg_url)  # a new process would see the same: nothing cached in memory
+    try:
+        state = again.load(room).state
+        assert state.search is not None and state.search.owner == "richese"
+        assert again.execute(room, "richese", {"type": "begin_search", "card": "nullentropy-box",
+                                               "command_id": "b1"}) == begun
+        assert str(room) in {str(r) for r in again.room_ids()}
+        assert audit_room(again, room)["ok"]
+    finally:
+        again.close()
+
+
+def test_long_room_snapshots_load_the_same_state(pg_url: str) -> None:
+    app = open_rooms(pg_url, DUNE_LEDGER_SNAPSHOT_INTERVAL="3")
+    try:
+        room = app.create_room(layout())["room"]
+        for seat in ["emperor", "harkonnen", "emperor", "harkonnen", "emperor"]:
+            assert app.execute(room, seat, {"type": "draw"})["ok"]
+        report = audit_room(app, room)
+        assert report["ok"] and report["checks"]["live_state_matches"]["ok"]
+    finally:
+        app.close()
