@@ -18,7 +18,7 @@ from uuid import UUID, uuid4
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
-from application.stream import Recorded, Room
+from application.stream import Recorded, Room, project_room
 from domain import views
 from domain.commands import parse_command
 from domain.errors import Rejection
@@ -54,6 +54,7 @@ def public_events(records: list[Recorded]) -> list[dict[str, Any]]:
 class RoomsApp(Application[UUID]):
     name = "DuneLedger"
     snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Room: 200}
+    snapshotting_projectors: ClassVar[dict[type[Any], Any]] = {Room: project_room}
 
     def __init__(
         self, env: dict[str, str] | None = None, *, randomness: RandomnessFactory
@@ -138,7 +139,9 @@ class RoomsApp(Application[UUID]):
 
     def load(self, room_id: str | UUID, version: int | None = None) -> Room:
         try:
-            room: Room = self.repository.get(room_uuid(room_id), version=version)
+            room: Room = self.repository.get(
+                room_uuid(room_id), version=version, projector_func=project_room
+            )
         except AggregateNotFoundError:
             raise Rejection("unknown_room", f"no room '{room_id}'") from None
         assert isinstance(room, Room)
