@@ -112,14 +112,13 @@ class RoomsApp(Application[UUID]):
                 tx = decide(room.state, seat, command, randomness)
             except Rejection as r:
                 return {"ok": False, "version": room.version, "error": r.as_error()}
-            first = room.version + 1
             room.record(tx.events, tx.state, seat=seat, command_id=command.command_id, at=now())
+            appended = list(room.pending)
             try:
                 self.save(room)
             except IntegrityError:
                 continue  # someone else wrote first: reload and decide again
-            return {"ok": True, "version": room.version,
-                    "events": public_events(self.records(room.id, gt=first - 1))}
+            return {"ok": True, "version": room.version, "events": public_events(appended)}
         return {"ok": False, "version": 0,
                 "error": {"code": "busy", "message": "the room kept changing; try again"}}
 
