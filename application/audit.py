@@ -85,8 +85,10 @@ def audit_records(room_id: str, records: list[Recorded]) -> tuple[dict[str, Any]
             checks["chain_intact"].fail(f"version {v} ({fact.type}) cannot be applied: {e}")
             break
 
-        held = Counter(cid for zone in state.zones().values() for cid in zone)
-        if held != cards:
+        held_ids = [cid for zone in state.zones().values() for cid in zone]
+        # The catalog ids are unique, so "exactly once" is: same size, same set.
+        if len(held_ids) != len(cards) or set(held_ids) != cards.keys():
+            held = Counter(held_ids)
             extra = sorted((held - cards).keys())
             missing = sorted((cards - held).keys())
             checks["cards_conserved"].fail(
