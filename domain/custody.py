@@ -42,7 +42,12 @@ def draw_card(tx: Tx, seat: str) -> str | None:
 
 def discard_card(tx: Tx, seat: str, card_id: str) -> None:
     assert_unlocked(tx.state)
+    discarded = tx.next_event_id()
     tx.emit(CardDiscarded(seat=seat, card=card_id))
+    # RULES 3.6: a single-seat discard gives other Semuta holders a window.
+    from domain.semuta import after_discard  # local: semuta builds on custody
+
+    after_discard(tx, seat, [card_id], discarded)
 
 
 def check_own_card(state: RoomState, actor: str, card_id: str) -> None:

@@ -9,6 +9,7 @@ Box lives in this module.
 from __future__ import annotations
 
 from domain import commands as c
+from domain import guild, semuta
 from domain.catalog import CARDS, card, is_box
 from domain.custody import check_own_card
 from domain.errors import Rejection
@@ -138,10 +139,17 @@ def check_custody(state: RoomState, search: Search) -> None:
 def settle_search(tx: Tx, actor: str, search_id: str, card_id: str) -> None:
     search = check_select(tx.state, actor, search_id, card_id)
     tx.emit(CardRetrieved(search=search.event, seat=actor, card=card_id))
+    # RULES 3.5: retrieving the exact shipping-cost card claims its refund for
+    # ever, in this same append (a different card leaves every record alone).
+    guild.claim_retrieved_cost(tx, search.event, card_id)
     remaining = list(tx.state.discard)
     tx.emit(PileShuffled(search=search.event, order=tx.shuffle(remaining)))
+    discarded = tx.next_event_id()
     tx.emit(BoxDiscarded(search=search.event, seat=actor, card=search.box))
     tx.emit(SearchClosed(search=search.event))
+    # RULES 3.6: the Box's final discard (never the retrieved card, never the
+    # shuffle) gives other Semuta holders a window, after the parent is restored.
+    semuta.after_discard(tx, actor, [search.box], discarded)
 
 
 def candidates(state: RoomState, faction: str) -> list[str] | None:

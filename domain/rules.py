@@ -21,6 +21,9 @@ Handler = Callable[["Tx", str, Any], None]
 
 HANDLERS: dict[type[c.Command], Handler] = {}
 CONTINUATIONS: list[Callable[[Tx], bool]] = []
+# Room-wide refusals after the search lock (e.g. Truthtrance answer-first): each
+# raises a Rejection or returns; registered by the rules module that owns it.
+GATES: list[Callable[[RoomState, str, c.Command], None]] = []
 
 # RULES 3.3: while a search is open only its bound selection and seat control
 # are accepted; everything else is refused before any handler runs.
@@ -80,6 +83,8 @@ def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomn
             "locked",
             "a Nullentropy Box search is open: only its owner's selection is accepted",
         )
+    for gate in GATES:
+        gate(state, actor, command)
     handler = HANDLERS.get(type(command))
     if handler is None:
         kind = getattr(command, "type", type(command).__name__)
@@ -125,4 +130,14 @@ def event_class(name: str) -> type[Event]:
 
 
 # The rules modules register their handlers on import.
-from domain import custody, nullentropy  # noqa: E402, F401
+from domain import (  # noqa: E402, F401
+    ambassador,
+    custody,
+    distrans,
+    gifts,
+    guild,
+    nullentropy,
+    responses,
+    semuta,
+    truthtrance,
+)

@@ -54,7 +54,8 @@ class ShippingCost(Model):
     creator: Faction
     beneficiary: Faction
     price: int
-    claimed: bool = False
+    claimed: bool = False  # a Box retrieved the card, or a stop refunded it: never again
+    stopped: bool = False  # the Guild stopped this shipment (one stop per record)
 
 
 class Decision(Model):
@@ -105,6 +106,10 @@ class Search(Model):
 
 
 class AmbassadorState(Model):
+    """Ecaz's tokens. `cohort` is the current five (each also in `placed`, `used`,
+    `removed` or still in Ecaz's hand); `supply` the undrawn tokens; `copy_pool` what
+    a BG token may copy; `entry` the entry being resolved (RULES 4)."""
+
     placed: dict[str, str] = Field(default_factory=dict)  # territory -> token
     cohort: list[str] = Field(default_factory=list)
     own: str | None = "ecaz"  # Ecaz's own token while in supply
@@ -121,7 +126,8 @@ class Receipt(Model):
     card: str
     amount: int
     emperor: Faction | None
-    stage: str
+    stage: str  # income, bonus or finish: advanced in the append that opens the next window
+    bonus: str | None = None  # the Harkonnen bonus card, when one was drawn
 
 
 class RoomState(Model):

@@ -15,7 +15,9 @@ from typing import Any
 from domain.catalog import CARDS
 from domain.errors import Rejection
 from domain.events import Event
+from domain.gifts import gift_view
 from domain.nullentropy import candidates, check_begin, full_hand_exchange
+from domain.semuta import semuta_view
 from domain.state import Decision, ResponseWindow, RoomState
 
 FULL_HAND_NOTICE = (
@@ -56,7 +58,8 @@ def _common(state: RoomState) -> dict[str, Any]:
         "search": _public_search(state),
         "ambassador": _public_ambassador(state),
         "truthtrance": _public_part(state.truthtrance),
-        "semuta": _public_part(state.semuta),
+        "semuta": semuta_view(state, None),
+        "gift": gift_view(state, None),
     }
 
 
@@ -132,6 +135,8 @@ def seat_view(state: RoomState, faction: str) -> dict[str, Any]:
     }
     view["seats"] = [_other(state, s.faction) for s in state.seats if s.faction != faction]
     view["nullentropy"] = nullentropy_control(state, faction)
+    view["semuta"] = semuta_view(state, faction)  # adds whether this seat may react
+    view["gift"] = gift_view(state, faction)  # the card, for the giver and the ally only
     view["receipts"] = [r.model_dump(mode="json") for r in state.receipts if r.buyer == faction]
     return view
 

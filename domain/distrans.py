@@ -1,0 +1,65 @@
+"""Distrans: give one card from your hand to another seat with room, then discard
+Distrans (RULES 5).
+
+The given card must be physically in the giver's hand (never the Richese
+cache) and free: not committed elsewhere, not under a gift offer, and not
+Distrans itself. The search lock refuses the whole command while a Box
+search is open, so the Box reserved by a search can never be given. The
+discard of Distrans is an ordinary single-seat discard: Semuta may react.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain import commands as c
+from domain.catalog import CARDS
+from domain.custody import check_own_card, discard_card
+from domain.errors import Rejection
+from domain.events import Event
+from domain.rules import Tx, handles
+from domain.state import RoomState
+
+
+def is_distrans(card_id: str) -> bool:
+    return card_id in CARDS and CARDS[card_id].effect == "distrans"
+
+
+class CardGiven(Event):
+    seat: str
+    to: str
+    card: str  # private to the two seats
+    via: str  # the card whose effect moved it
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).hand.remove(self.card)
+        state.seat(self.to).hand.append(self.card)
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "to": self.to, "via": self.via}
+
+    def text(self) -> str:
+        return f"{self.seat} gave a card to {self.to} with {self.via}"
+
+
+@handles(c.Distrans)
+def distrans(tx: Tx, actor: str, cmd: c.Distrans) -> None:
+    state = tx.state
+    check_own_card(state, actor, cmd.card)
+    if not is_distrans(cmd.card):
+        raise Rejection("not_a_distrans", f"'{cmd.card}' is not Distrans")
+    if cmd.give == cmd.card:
+        raise Rejection("invalid_command", "Distrans gives another card, not itself")
+    if cmd.give in state.cache and state.holder(cmd.give) is None:
+        raise Rejection("not_in_hand", "a card in the Richese cache is not in your hand")
+    check_own_card(state, actor, cmd.give)
+    if not state.has_seat(cmd.to):
+        raise Rejection("unknown_seat", f"{cmd.to} has no seat in this room")
+    if cmd.to == actor:
+        raise Rejection("invalid_target", "Distrans gives a card to another seat")
+    receiver = state.seat(cmd.to)
+    # Hand counts are public: naming the full hand reveals nothing hidden.
+    if len(receiver.hand) >= receiver.limit:
+        raise Rejection("hand_over_limit", f"{cmd.to}'s hand has no room")
+    tx.emit(CardGiven(seat=actor, to=cmd.to, card=cmd.give, via=cmd.card))
+    discard_card(tx, actor, cmd.card)

@@ -1,0 +1,122 @@
+"""Guild shipping-cost provenance and the Guild's special stop (RULES 3.5, advanced).
+
+A Karama spent to pay for a shipment lies in the discard pile as that
+shipment's cost, with a record (card, creator, beneficiary, price, claimed).
+The stop refunds that exact card to its creator's hand only while the record
+is unclaimed and the card is still in the pile. A Box retrieving the card
+marks the record claimed in the same append (`claim_retrieved_cost`, called
+from `nullentropy.settle_search`); price, creator and beneficiary never
+change, and a later rediscard does not make it refundable again. A Box
+retrieving any other card leaves the record as it was.
+
+Interpretations (the seeds are silent): each record can be stopped once; a
+stop of a claimed record, or of a record whose card has left the pile, is
+accepted and refunds nothing; a refund that would take the creator's hand
+past its limit is refused (hand counts are public). No spice moves: the
+record's price is the shipment's price, kept as evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain import commands as c
+from domain.errors import Rejection
+from domain.events import Event
+from domain.rules import Tx, handles
+from domain.state import RoomState, ShippingCost
+
+GUILD = "guild"
+
+
+def record(state: RoomState, card_id: str) -> ShippingCost | None:
+    return next((r for r in state.shipping_costs if r.card == card_id), None)
+
+
+class ShippingCostClaimed(Event):
+    """A Box retrieved the exact cost card: its refund is spent for ever."""
+
+    card: str
+    search: str
+
+    def apply(self, state: RoomState) -> None:
+        rec = record(state, self.card)
+        assert rec is not None
+        rec.claimed = True
+
+    def public(self) -> None:
+        # Which card a search took stays private to its owner (RULES 3.4).
+        return None
+
+    def text(self) -> str:
+        return "A shipping cost was claimed"
+
+
+class ShipmentStopped(Event):
+    card: str
+    creator: str
+    refunded: bool
+
+    def apply(self, state: RoomState) -> None:
+        rec = record(state, self.card)
+        assert rec is not None
+        rec.stopped = True
+
+    def public(self) -> dict[str, Any]:
+        return {"card": self.card, "creator": self.creator, "refunded": self.refunded}
+
+    def text(self) -> str:
+        outcome = "its cost is refunded" if self.refunded else "nothing is refunded"
+        return f"The Guild stopped {self.creator}'s shipment paid with {self.card}: {outcome}"
+
+
+class ShippingCostRefunded(Event):
+    card: str
+    creator: str
+
+    def apply(self, state: RoomState) -> None:
+        rec = record(state, self.card)
+        assert rec is not None
+        state.discard.remove(self.card)
+        state.seat(self.creator).hand.append(self.card)
+        rec.claimed = True
+
+    def public(self) -> dict[str, Any]:
+        # The card left the face-up pile: public, like every discard.
+        return {"card": self.card, "creator": self.creator}
+
+    def text(self) -> str:
+        return f"{self.card} went back from the discard pile to {self.creator}"
+
+
+def refundable(state: RoomState, rec: ShippingCost) -> bool:
+    return not rec.claimed and rec.card in state.discard
+
+
+@handles(c.GuildStop)
+def guild_stop(tx: Tx, actor: str, cmd: c.GuildStop) -> None:
+    state = tx.state
+    if state.mode != "advanced":
+        raise Rejection("not_advanced", "the Guild's special stop is an advanced rule")
+    if actor != GUILD:
+        raise Rejection("not_eligible", "only the Guild stops a shipment")
+    rec = record(state, cmd.card)
+    if rec is None:
+        raise Rejection("unknown_card", f"no shipment was paid with '{cmd.card}'")
+    if rec.stopped:
+        raise Rejection("already_stopped", "that shipment was already stopped")
+    refund = refundable(state, rec)
+    if refund:
+        creator = state.seat(rec.creator)
+        if len(creator.hand) >= creator.limit:
+            raise Rejection("hand_over_limit", f"{rec.creator}'s hand has no room for the refund")
+    tx.emit(ShipmentStopped(card=rec.card, creator=rec.creator, refunded=refund))
+    if refund:
+        tx.emit(ShippingCostRefunded(card=rec.card, creator=rec.creator))
+
+
+def claim_retrieved_cost(tx: Tx, search: str, card_id: str) -> None:
+    """Called by the Box settlement right after the retrieval, in the same append."""
+    rec = record(tx.state, card_id)
+    if rec is not None and not rec.claimed:
+        tx.emit(ShippingCostClaimed(card=card_id, search=search))

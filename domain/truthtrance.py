@@ -1,0 +1,170 @@
+"""Truthtrance: a public yes/no question that must be answered first (RULES 5, 3.1).
+
+Asking discards the Truthtrance card (a single-seat discard: Semuta may react)
+and opens the question in `state.truthtrance`. Until the target answers, the
+game does not go on: every command but the answer and seat control is refused
+with `truthtrance_pending`, and no Box search may begin (answer-first: a
+search never suspends an unanswered question).
+
+The answer may carry a promise. A spice promise reserves that amount: it
+reduces what the seat can pay from then on. A Box promise reserves the Box
+fee for a named future Box activation; it does not block that activation's
+own fee, and paying the fee fulfils it (`nullentropy.begin_search` emits
+`PromiseFulfilled`). Interpretation: a spice promise has no command that
+releases it in this slice, so it stays reserved.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain import commands as c
+from domain.catalog import CARDS, card
+from domain.custody import check_own_card, discard_card
+from domain.errors import Rejection
+from domain.events import Event
+from domain.nullentropy import FEE
+from domain.rules import GATES, Tx, handles
+from domain.state import Reservation, RoomState
+
+REASON = "truthtrance"
+
+# While a question waits, only its answer and seat control are accepted.
+ALLOWED_WHILE_PENDING: tuple[type[c.Command], ...] = (c.AnswerTruthtrance, c.SetAutopilot)
+
+
+def is_truthtrance(card_id: str) -> bool:
+    return card_id in CARDS and CARDS[card_id].effect == "truthtrance"
+
+
+# --- events -------------------------------------------------------------------
+
+
+class TruthtranceAsked(Event):
+    event: str  # this event's own id: the answer quotes it
+    asker: str
+    target: str
+    card: str
+    question: str
+    turn: int
+    phase: int
+
+    def apply(self, state: RoomState) -> None:
+        public = {"event": self.event, "asker": self.asker, "target": self.target,
+                  "question": self.question, "card": self.card}
+        state.truthtrance = {**public, "turn": self.turn, "phase": self.phase,
+                             "public": public}
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "asker": self.asker, "target": self.target,
+                "card": self.card, "question": self.question}
+
+    def text(self) -> str:
+        return f"{self.asker} asked {self.target} under Truthtrance: {self.question}"
+
+
+class TruthtranceAnswered(Event):
+    event: str
+    target: str
+    answer: str
+    promise: dict[str, Any] | None  # {"spice": N} or {"box": CARD}: public, like the answer
+
+    def apply(self, state: RoomState) -> None:
+        state.truthtrance = None
+        if self.promise is None:
+            return
+        if "box" in self.promise:
+            state.reservations.append(Reservation(
+                faction=self.target, amount=FEE, reason=REASON, box=self.promise["box"]))
+        else:
+            state.reservations.append(Reservation(
+                faction=self.target, amount=int(self.promise["spice"]), reason=REASON))
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "target": self.target, "answer": self.answer,
+                "promise": self.promise}
+
+    def text(self) -> str:
+        line = f"{self.target} answered {self.answer}"
+        if self.promise is not None and "box" in self.promise:
+            line += f", promising to activate {self.promise['box']}"
+        elif self.promise is not None:
+            line += f", promising {self.promise['spice']} spice"
+        return line
+
+
+# --- the answer-first gate ------------------------------------------------------
+
+
+def answer_first(state: RoomState, actor: str, command: c.Command) -> None:
+    if state.truthtrance is not None and not isinstance(command, ALLOWED_WHILE_PENDING):
+        raise Rejection(
+            "truthtrance_pending",
+            f"{state.truthtrance['target']} must answer the Truthtrance question first",
+        )
+
+
+GATES.append(answer_first)
+
+
+# --- commands -------------------------------------------------------------------
+
+
+def free_spice(state: RoomState, faction: str) -> int:
+    """Spice not yet promised elsewhere."""
+    return state.seat(faction).spice - state.reserved(faction)
+
+
+@handles(c.AskTruthtrance)
+def ask_truthtrance(tx: Tx, actor: str, cmd: c.AskTruthtrance) -> None:
+    state = tx.state
+    check_own_card(state, actor, cmd.card)
+    if not is_truthtrance(cmd.card):
+        raise Rejection("not_a_truthtrance", f"'{cmd.card}' is not a Truthtrance card")
+    if not state.has_seat(cmd.target):
+        raise Rejection("unknown_seat", f"{cmd.target} has no seat in this room")
+    if cmd.target == actor:
+        raise Rejection("invalid_target", "a Truthtrance question is asked of another seat")
+    discard_card(tx, actor, cmd.card)
+    tx.emit(TruthtranceAsked(
+        event=tx.next_event_id(), asker=actor, target=cmd.target, card=cmd.card,
+        question=cmd.question, turn=state.turn, phase=state.phase))
+
+
+@handles(c.AnswerTruthtrance)
+def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
+    state = tx.state
+    pending = state.truthtrance
+    if pending is None or pending.get("event") != cmd.event:
+        raise Rejection("stale_event", "that Truthtrance question is not awaiting an answer")
+    if pending["target"] != actor:
+        raise Rejection("not_your_decision", "only the seat asked answers the question")
+    if (pending.get("turn"), pending.get("phase")) != (state.turn, state.phase):
+        raise Rejection("stale_event", "that question belongs to another turn or phase")
+    promise: dict[str, Any] | None = None
+    if isinstance(cmd.promise, c.SpicePromise):
+        if free_spice(state, actor) < cmd.promise.spice:
+            raise Rejection("insufficient_spice",
+                            "you cannot promise more spice than you hold free of reservations")
+        promise = {"spice": cmd.promise.spice}
+    elif isinstance(cmd.promise, c.BoxPromise):
+        box = cmd.promise.box
+        if box not in CARDS:
+            raise Rejection("unknown_card", f"no card has the id '{box}'")
+        if not card(box).is_box:
+            raise Rejection("not_a_box", f"'{box}' is not a Nullentropy Box")
+        check_own_card(state, actor, box)
+        if any(r.faction == actor and r.box == box for r in state.reservations):
+            raise Rejection("already_promised", f"'{box}' is already promised")
+        # The promised fee shares the purse with every other obligation.
+        if free_spice(state, actor) < FEE:
+            raise Rejection("insufficient_spice",
+                            f"the promised Box fee of {FEE} exceeds your free spice")
+        promise = {"box": box}
+    tx.emit(TruthtranceAnswered(event=cmd.event, target=actor, answer=cmd.answer,
+                                promise=promise))
+
+
+def public_part(state: RoomState) -> dict[str, Any] | None:
+    t = state.truthtrance
+    return None if t is None else dict(t.get("public", {}))
