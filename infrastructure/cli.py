@@ -8,6 +8,7 @@ one-line human message goes to stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ import orjson
 
 from domain.catalog import EXPANSIONS, FACTIONS, room_cards
 from domain.errors import LayoutError, Rejection
-from infrastructure.storage import UsageError, open_rooms
+from infrastructure.storage import DEFAULT_URL, UsageError, open_rooms
 
 
 class Exit(Exception):
@@ -136,6 +137,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from infrastructure.http import serve
+    from infrastructure.storage import environment
+
+    if args.workers < 1 or not 0 < args.port < 65536:
+        raise Exit(2, "--workers must be at least 1 and --port between 1 and 65535")
+    url = args.db or os.environ.get("DUNE_LEDGER_DB") or DEFAULT_URL
+    if args.workers > 1 and url.startswith("memory:"):
+        raise Exit(2, "memory:// storage cannot be shared by several workers")
+    environment(url)  # a bad URL is a usage error now, not a crash inside the server
+    serve(url, args.host, args.port, args.workers)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infrastructure.demo import run_demo
 
@@ -192,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("room", nargs="?")
     audit.add_argument("--all", action="store_true")
     audit.set_defaults(fn=cmd_audit)
+
+    serve = sub.add_parser("serve", help="the HTTP API (uvicorn)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1,
+                       help="uvicorn worker processes, all on the same storage")
+    serve.set_defaults(fn=cmd_serve)
     return p
 
 
