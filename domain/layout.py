@@ -42,10 +42,14 @@ class PlacedToken(Strict):
 
 
 class AmbassadorLayout(Strict):
+    """Ecaz's tokens. `cohort` null draws five at random from the supply; `copy_pool`
+    null is every supply token a BG token may copy; `removed` holds spent BG tokens."""
+
     placed: list[PlacedToken] = Field(default_factory=list)
-    cohort: list[str] = Field(default_factory=list)
+    cohort: list[str] | None = None
     used: list[str] = Field(default_factory=list)
-    copy_pool: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    copy_pool: list[str] | None = None
 
 
 class ReservationLayout(Strict):
@@ -172,7 +176,7 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
         reservations=[Reservation(**r.model_dump()) for r in layout.reservations],
         commitments=list(layout.commitments),
         shipping_costs=[ShippingCost(**sc.model_dump()) for sc in layout.shipping_costs],
-        ambassadors=_ambassadors(layout),
+        ambassadors=_ambassadors(layout, randomness),
         control=layout.control or Control(),
     )
     # Fill in reciprocal alliances named on one side only.
@@ -182,13 +186,68 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
     return RoomCreated(state=state.model_dump(mode="json"))
 
 
-def _ambassadors(layout: Layout) -> AmbassadorState | None:
+def _ambassadors(layout: Layout, randomness: Randomness) -> AmbassadorState | None:
+    """Validate Ecaz's tokens (RULES 4): required exactly when Ecaz is seated."""
+    # Local: the ambassador rules import the rules core, which a layout must not need first.
+    from domain.ambassador import BG, COHORT_SIZE, ECAZ, TOKENS
+
     amb = layout.ambassadors
+    ecaz = any(s.faction == ECAZ for s in layout.seats)
     if amb is None:
+        if ecaz:
+            raise LayoutError("ecaz is seated: the layout needs its ambassadors")
         return None
+    if not ecaz:
+        raise LayoutError("ambassadors are in play only when ecaz is seated")
+    placed = [p.token for p in amb.placed]
+    territories = [p.territory for p in amb.placed]
+    cohort = amb.cohort
+    named = placed + amb.used + amb.removed + (cohort or []) + (amb.copy_pool or [])
+    unknown = sorted({t for t in named if t not in TOKENS})
+    if unknown:
+        raise LayoutError(f"unknown ambassador tokens: {', '.join(unknown)}")
+    for what, ids in (("territories", territories), ("placed tokens", placed),
+                      ("cohort tokens", cohort or []), ("used tokens", amb.used),
+                      ("removed tokens", amb.removed), ("copy pool tokens", amb.copy_pool or [])):
+        twice = sorted(t for t, n in Counter(ids).items() if n > 1)
+        if twice:
+            raise LayoutError(f"{what} named more than once: {', '.join(twice)}")
+    problems = []
+    if ECAZ in (cohort or []) + amb.used + amb.removed + (amb.copy_pool or []):
+        problems.append("the ecaz token is Ecaz's own: it can only be placed")
+    if cohort is not None and len(cohort) > COHORT_SIZE:
+        problems.append(f"a cohort holds at most {COHORT_SIZE} tokens")
+    if cohort is not None and set(amb.used) - set(cohort):
+        problems.append(f"used tokens outside the cohort: {sorted(set(amb.used) - set(cohort))}")
+    if set(amb.removed) - {BG}:
+        problems.append("only a BG token leaves the game")
+    spent_placed = sorted(set(placed) & (set(amb.used) | set(amb.removed)))
+    if spent_placed:
+        problems.append(f"placed tokens already spent: {spent_placed}")
+    if set(amb.used) & set(amb.removed):
+        problems.append("a token is both used and removed")
+    if cohort is not None and set(amb.copy_pool or []) & set(cohort):
+        problems.append("the copy pool holds only tokens outside Ecaz's cohort")
+    if problems:
+        raise LayoutError("invalid ambassadors: " + "; ".join(problems))
+    taken = {ECAZ, *placed, *amb.used, *amb.removed, *(cohort or [])}
+    supply = [t for t in TOKENS if t not in taken]
+    if cohort is None:
+        # The draw is part of RoomCreated's state, so replay never draws it again.
+        cohort = randomness.sample(supply, min(COHORT_SIZE, len(supply))) if supply else []
+        supply = [t for t in supply if t not in cohort]
+        if set(amb.copy_pool or []) & set(cohort):
+            raise LayoutError("invalid ambassadors: the copy pool holds only tokens "
+                              "outside Ecaz's cohort")
+    copy_pool = amb.copy_pool
+    if copy_pool is None:
+        copy_pool = [t for t in supply if t != BG]
     return AmbassadorState(
         placed={p.territory: p.token for p in amb.placed},
-        cohort=list(amb.cohort),
+        cohort=list(cohort),
+        own=None if ECAZ in placed else ECAZ,
         used=list(amb.used),
-        copy_pool=list(amb.copy_pool),
+        removed=list(amb.removed),
+        copy_pool=list(copy_pool),
+        supply=supply,
     )

@@ -17,6 +17,7 @@ from domain.errors import Rejection
 from domain.events import Event
 from domain.gifts import gift_view
 from domain.nullentropy import candidates, check_begin, full_hand_exchange
+from domain.responses import KINDS, waiting
 from domain.semuta import semuta_view
 from domain.state import Decision, ResponseWindow, RoomState
 
@@ -36,11 +37,16 @@ def public_decision(d: Decision | None) -> dict[str, Any] | None:
     return {"kind": d.kind, "event": d.event, "player": d.player, **d.data.get("public", {})}
 
 
-def public_response(w: ResponseWindow | None) -> dict[str, Any] | None:
+def public_response(w: ResponseWindow | None, state: RoomState | None = None
+                    ) -> dict[str, Any] | None:
     if w is None:
         return None
-    return {"kind": w.kind, "event": w.event, "passes": list(w.passes),
-            **w.data.get("public", {})}
+    shape = {"kind": w.kind, "event": w.event, "passes": list(w.passes),
+             **w.data.get("public", {})}
+    if state is not None and w.kind in KINDS:
+        # RULES 4.4 / INTERFACE: a window lists who may still respond.
+        shape["waiting"] = waiting(state, w)
+    return shape
 
 
 def _common(state: RoomState) -> dict[str, Any]:
@@ -54,7 +60,7 @@ def _common(state: RoomState) -> dict[str, Any]:
         "deck": {"count": len(state.deck)},
         "discard": {"count": len(state.discard), "top": CARDS[top].public() if top else None},
         "decision": public_decision(state.control.decision),
-        "response": public_response(state.control.response),
+        "response": public_response(state.control.response, state),
         "search": _public_search(state),
         "ambassador": _public_ambassador(state),
         "truthtrance": _public_part(state.truthtrance),
@@ -72,12 +78,27 @@ def _public_ambassador(state: RoomState) -> dict[str, Any] | None:
     amb = state.ambassadors
     if amb is None:
         return None
-    entry = amb.entry or {}
     return {
         "placed": dict(sorted(amb.placed.items())),
         "used": list(amb.used),
         "removed": list(amb.removed),
-        "entry": entry.get("public"),
+        "cohort_count": len(amb.cohort),
+        "entry": _public_entry(state, amb.entry),
+    }
+
+
+def _public_entry(state: RoomState, entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """RULES 4.4: the stage, the payer and counts; never a card or a reason."""
+    if entry is None:
+        return None
+    receipt = next((r for r in state.receipts if r.event == entry["event"]), None)
+    return {
+        "event": entry["event"], "entrant": entry["entrant"], "token": entry["token"],
+        "territory": entry["territory"], "via": entry["via"], "stage": entry["stage"],
+        "beneficiary": entry.get("beneficiary"),
+        "payer": None if receipt is None else receipt.buyer,
+        "amount": 0 if receipt is None else receipt.amount,
+        "cards": 0 if receipt is None else 1 + (receipt.bonus is not None),
     }
 
 
@@ -138,6 +159,9 @@ def seat_view(state: RoomState, faction: str) -> dict[str, Any]:
     view["semuta"] = semuta_view(state, faction)  # adds whether this seat may react
     view["gift"] = gift_view(state, faction)  # the card, for the giver and the ally only
     view["receipts"] = [r.model_dump(mode="json") for r in state.receipts if r.buyer == faction]
+    decision = state.control.decision
+    if decision is not None and decision.player == faction and view["decision"] is not None:
+        view["decision"].update(decision.data.get("private", {}))  # e.g. a BG copy pool
     return view
 
 

@@ -1,0 +1,605 @@
+"""Ecaz's ambassadors and the Richese Ambassador purchase (RULES 4).
+
+The flow of one entry, every step an event:
+
+    enter_territory -> AmbassadorOffered (Ecaz's decision)
+      decline -> finish
+      trigger Richese -> purchase
+      trigger BG -> AmbassadorCopyOffered (the beneficiary's decision)
+                    -> ambassador_copy Richese -> purchase
+    purchase -> (PurchasePaid, the draw, ReceiptStaged) or AmbassadorNoEffect
+      -> income window (Emperor seated, not the buyer)
+      -> bonus window (Harkonnen buyer below its limit when the stage is reached)
+      -> finish: entry cleared, worm resumed once, cohort replenished
+
+Where the flow stands lives in `state.ambassadors.entry`, the receipt's
+stage and `state.control` (the open decision or response window), so a Box
+search suspends and restores it exactly. The receipt's stage is advanced in
+the same append that opens the next window: a reload or a repeated command
+finds the stage already moved and cannot reopen a window or buy twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain import commands as c
+from domain.custody import can_draw, draw_card
+from domain.errors import Rejection
+from domain.events import Event
+from domain.responses import WindowKind, open_window, register
+from domain.rules import Tx, handles
+from domain.state import AmbassadorState, Decision, Receipt, ResponseWindow, RoomState
+
+ECAZ = "ecaz"
+RICHESE = "richese"
+BG = "bene_gesserit"
+TOKENS: tuple[str, ...] = (
+    "ecaz", "atreides", "bene_gesserit", "choam", "emperor", "fremen", "harkonnen",
+    "ixians", "richese", "guild", "tleilaxu",
+)
+COHORT_SIZE = 5
+PRICE = 3
+INCOME = "ambassador_income"
+BONUS = "ambassador_bonus"
+# The effects this module resolves; any other token is refused when triggered.
+IMPLEMENTED = (RICHESE, BG)
+
+
+# --- reading the state --------------------------------------------------------------
+
+
+def entry_of(state: RoomState) -> dict[str, Any] | None:
+    amb = state.ambassadors
+    return None if amb is None else amb.entry
+
+
+def receipt_of(state: RoomState, event: str) -> Receipt | None:
+    return next((r for r in state.receipts if r.event == event), None)
+
+
+def cohort_complete(amb: AmbassadorState) -> bool:
+    spent = set(amb.used) | set(amb.removed)
+    return bool(amb.cohort) and all(t in spent for t in amb.cohort)
+
+
+def copy_options(amb: AmbassadorState) -> list[str]:
+    return sorted(t for t in amb.copy_pool if t not in (ECAZ, BG))
+
+
+def emperor_for(state: RoomState, buyer: str) -> str | None:
+    return "emperor" if state.has_seat("emperor") and buyer != "emperor" else None
+
+
+def next_stage(state: RoomState, buyer: str, emperor: str | None, after: str) -> str:
+    """The next child stage after `after` (purchase, income or bonus)."""
+    if after == "purchase" and emperor is not None:
+        return "income"
+    if after in ("purchase", "income") and buyer == "harkonnen":
+        seat = state.seat(buyer)
+        # Capacity is read when the stage is reached, not when the purchase was made.
+        if len(seat.hand) < seat.limit:
+            return "bonus"
+    return "finish"
+
+
+def _bound_decision(state: RoomState, actor: str, event: str, kind: str) -> Decision:
+    d = state.control.decision
+    if d is None or d.kind != kind or d.event != event:
+        raise Rejection("stale_event", "that decision is not open")
+    if d.player != actor:
+        raise Rejection("not_your_decision", f"this decision belongs to {d.player}")
+    if (state.turn, state.phase) != (d.turn, d.phase):
+        raise Rejection("stale_event", "that decision belongs to another turn or phase")
+    if state.control.response is not None:
+        raise Rejection("response_pending", "a response window is open: it closes first")
+    entry = entry_of(state)
+    if entry is None or entry["event"] != d.data.get("entry"):
+        raise Rejection("ambassador_invalid", "the ambassador entry no longer matches; "
+                        "ask an operator")
+    return d
+
+
+# --- commands -----------------------------------------------------------------------
+
+
+@handles(c.EnterTerritory)
+def enter_territory(tx: Tx, actor: str, cmd: c.EnterTerritory) -> None:
+    state = tx.state
+    if entry_of(state) is not None:
+        raise Rejection("decision_pending", "an ambassador entry is still being resolved")
+    if state.control.decision is not None or state.control.response is not None:
+        raise Rejection("decision_pending", "the game is waiting for another decision")
+    if state.truthtrance is not None:
+        raise Rejection("truthtrance_pending", "a Truthtrance question awaits its answer")
+    tx.emit(TerritoryEntered(seat=actor, territory=cmd.territory, via=cmd.via))
+    amb = state.ambassadors
+    token = None if amb is None else amb.placed.get(cmd.territory)
+    if token is None or not state.has_seat(ECAZ):
+        return
+    # Ecaz, its ally and the token's own faction cannot set a token off.
+    if actor in (ECAZ, state.seat(ECAZ).ally, token):
+        return
+    tx.emit(AmbassadorOffered(
+        event=tx.next_event_id(), owner=ECAZ, entrant=actor, token=token,
+        territory=cmd.territory, via=cmd.via, turn=state.turn, phase=state.phase,
+    ))
+
+
+@handles(c.AmbassadorDecide)
+def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
+    state = tx.state
+    _bound_decision(state, actor, cmd.event, "ambassador")
+    entry = entry_of(state)
+    assert entry is not None
+    if not cmd.trigger:
+        if cmd.beneficiary is not None:
+            raise Rejection("invalid_command", "a declined token has no beneficiary")
+        tx.emit(AmbassadorDeclined(event=entry["event"]))
+        finish(tx)
+        return
+    if cmd.beneficiary is None:
+        raise Rejection("invalid_command", "name the beneficiary: ecaz or its ally")
+    ally = state.seat(ECAZ).ally
+    if cmd.beneficiary not in (ECAZ, ally) or not state.has_seat(cmd.beneficiary):
+        raise Rejection("not_eligible", "the beneficiary is Ecaz or its current ally")
+    token = entry["token"]
+    if token not in IMPLEMENTED:
+        raise Rejection("not_implemented",
+                        f"the {token} ambassador's effect is not implemented yet")
+    tx.emit(AmbassadorTriggered(event=entry["event"], token=token,
+                                territory=entry["territory"], beneficiary=cmd.beneficiary))
+    if token == RICHESE:
+        purchase(tx, cmd.beneficiary)
+        return
+    amb = tx.state.ambassadors
+    assert amb is not None
+    options = copy_options(amb)
+    if not options:
+        tx.emit(AmbassadorNoEffect(event=entry["event"]))
+        finish(tx)
+        return
+    tx.emit(AmbassadorCopyOffered(
+        event=entry["event"], decision=tx.next_event_id(), player=cmd.beneficiary,
+        options=options, turn=state.turn, phase=state.phase,
+    ))
+
+
+@handles(c.AmbassadorCopy)
+def ambassador_copy(tx: Tx, actor: str, cmd: c.AmbassadorCopy) -> None:
+    state = tx.state
+    d = _bound_decision(state, actor, cmd.event, "ambassador_copy")
+    if cmd.token not in d.data.get("options", []):
+        raise Rejection("not_eligible", f"'{cmd.token}' is not in the copy pool")
+    if cmd.token != RICHESE:
+        raise Rejection("not_implemented",
+                        f"the {cmd.token} ambassador's effect is not implemented yet")
+    tx.emit(AmbassadorCopied(event=d.data["entry"], decision=d.event, token=cmd.token))
+    purchase(tx, actor)
+
+
+# --- the purchase and its child stages ---------------------------------------------------
+
+
+def purchase(tx: Tx, buyer: str) -> None:
+    """RULES 4.2: buy automatically when possible; otherwise one generic no-op.
+
+    Only the buyer's own free spice counts: no ally payment, no auction aid,
+    and spice reserved elsewhere is not free.
+    """
+    state = tx.state
+    entry = entry_of(state)
+    assert entry is not None
+    seat = state.seat(buyer)
+    able = (seat.spice - state.reserved(buyer) >= PRICE and len(seat.hand) < seat.limit
+            and can_draw(state))
+    if not able:
+        tx.emit(AmbassadorNoEffect(event=entry["event"]))
+        finish(tx)
+        return
+    tx.emit(PurchasePaid(event=entry["event"], buyer=buyer, amount=PRICE))
+    card = draw_card(tx, buyer)
+    assert card is not None
+    emperor = emperor_for(tx.state, buyer)
+    stage = next_stage(tx.state, buyer, emperor, "purchase")
+    tx.emit(ReceiptStaged(event=entry["event"], buyer=buyer, card=card, amount=PRICE,
+                          emperor=emperor, stage=stage))
+    _enter_stage(tx, stage)
+
+
+def _advance(tx: Tx, after: str) -> None:
+    entry = entry_of(tx.state)
+    assert entry is not None
+    receipt = receipt_of(tx.state, entry["event"])
+    assert receipt is not None
+    stage = next_stage(tx.state, receipt.buyer, receipt.emperor, after)
+    if stage != "finish":
+        tx.emit(ReceiptAdvanced(event=entry["event"], stage=stage))
+    _enter_stage(tx, stage)
+
+
+def _enter_stage(tx: Tx, stage: str) -> None:
+    if stage == "finish":
+        finish(tx)
+        return
+    entry = entry_of(tx.state)
+    assert entry is not None
+    receipt = receipt_of(tx.state, entry["event"])
+    assert receipt is not None
+    if stage == "income":
+        open_window(tx, INCOME, {
+            "entry": entry["event"], "stage": "income", "excluded": [receipt.emperor],
+            "public": {"stage": "income", "payer": receipt.buyer,
+                       "beneficiary": receipt.emperor, "amount": receipt.amount},
+        })
+    else:
+        open_window(tx, BONUS, {
+            "entry": entry["event"], "stage": "bonus", "excluded": [receipt.buyer],
+            "public": {"stage": "bonus", "payer": receipt.buyer,
+                       "beneficiary": receipt.buyer},
+        })
+
+
+def _bound_receipt(state: RoomState, window: ResponseWindow) -> Receipt:
+    """The receipt a closing window belongs to: event, stage and entry must all match."""
+    entry = entry_of(state)
+    receipt = None if entry is None else receipt_of(state, entry["event"])
+    if (entry is None or receipt is None or window.data.get("entry") != entry["event"]
+            or window.data.get("stage") != receipt.stage):
+        raise Rejection("ambassador_invalid", "the response window no longer matches its "
+                        "ambassador purchase; ask an operator")
+    return receipt
+
+
+def resolve_income(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> None:
+    receipt = _bound_receipt(tx.state, window)
+    if cancelled_by is None and receipt.emperor is not None:
+        # The buyer already paid the Bank; the income comes from there, never twice.
+        amount = min(receipt.amount, tx.state.bank)
+        tx.emit(EmperorIncomePaid(event=receipt.event, emperor=receipt.emperor, amount=amount))
+    _advance(tx, "income")
+
+
+def resolve_bonus(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> None:
+    receipt = _bound_receipt(tx.state, window)
+    if cancelled_by is None:
+        seat = tx.state.seat(receipt.buyer)
+        card = None
+        # Capacity and pool are rechecked now: the income window may have changed both.
+        if len(seat.hand) < seat.limit and can_draw(tx.state):
+            card = draw_card(tx, receipt.buyer)
+        tx.emit(HarkonnenBonusResolved(event=receipt.event, seat=receipt.buyer, card=card))
+    _advance(tx, "bonus")
+
+
+register(WindowKind(INCOME, resolve_income))
+register(WindowKind(BONUS, resolve_bonus))
+
+
+def finish(tx: Tx) -> None:
+    """The only terminal step: clear the entry, resume a worm once, replenish a cohort."""
+    entry = entry_of(tx.state)
+    assert entry is not None
+    event = entry["event"]
+    receipt = receipt_of(tx.state, event)
+    if receipt is not None and receipt.stage != "finish":
+        tx.emit(ReceiptAdvanced(event=event, stage="finish"))
+    tx.emit(AmbassadorEntryClosed(event=event))
+    if entry["via"] == "worm":
+        tx.emit(WormResumed(event=event, seat=entry["entrant"],
+                            territory=entry["territory"]))
+    amb = tx.state.ambassadors
+    assert amb is not None
+    if cohort_complete(amb):
+        pool = sorted(set(amb.supply) | set(amb.used))
+        cohort = tx.sample(pool, min(COHORT_SIZE, len(pool))) if pool else []
+        rest = [t for t in pool if t not in cohort]
+        tx.emit(AmbassadorCohortDrawn(cohort=cohort, supply=rest,
+                                      copy_pool=[t for t in rest if t != BG]))
+
+
+# --- events -------------------------------------------------------------------------
+
+
+def _amb(state: RoomState) -> AmbassadorState:
+    assert state.ambassadors is not None
+    return state.ambassadors
+
+
+def _entry(state: RoomState, event: str) -> dict[str, Any]:
+    entry = _amb(state).entry
+    assert entry is not None and entry["event"] == event
+    return entry
+
+
+class TerritoryEntered(Event):
+    """Forces entered a territory; the entry itself is never replayed."""
+
+    seat: str
+    territory: str
+    via: str
+
+    def apply(self, state: RoomState) -> None:
+        pass
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "territory": self.territory, "via": self.via}
+
+    def text(self) -> str:
+        return f"{self.seat} entered {self.territory} ({self.via})"
+
+
+class AmbassadorOffered(Event):
+    event: str
+    owner: str
+    entrant: str
+    token: str
+    territory: str
+    via: str
+    turn: int
+    phase: int
+
+    def apply(self, state: RoomState) -> None:
+        _amb(state).entry = {
+            "event": self.event, "owner": self.owner, "entrant": self.entrant,
+            "token": self.token, "territory": self.territory, "via": self.via,
+            "turn": self.turn, "phase": self.phase, "stage": "offer",
+            "beneficiary": None, "effect": None,
+        }
+        state.control.decision = Decision(
+            kind="ambassador", event=self.event, player=self.owner,
+            turn=self.turn, phase=self.phase,
+            data={"entry": self.event, "public": {
+                "territory": self.territory, "token": self.token, "entrant": self.entrant}},
+        )
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "owner": self.owner, "entrant": self.entrant,
+                "token": self.token, "territory": self.territory, "via": self.via}
+
+    def text(self) -> str:
+        return (f"{self.entrant} entered {self.territory}, which holds the {self.token} "
+                f"ambassador: {self.owner} may trigger it")
+
+
+class AmbassadorDeclined(Event):
+    event: str
+
+    def apply(self, state: RoomState) -> None:
+        _entry(state, self.event)["stage"] = "declined"
+        state.control.decision = None
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event}
+
+    def text(self) -> str:
+        return "Ecaz declined to trigger the ambassador"
+
+
+class AmbassadorTriggered(Event):
+    """The physical token is committed: a BG token leaves the game, others are used."""
+
+    event: str
+    token: str
+    territory: str
+    beneficiary: str
+
+    def apply(self, state: RoomState) -> None:
+        amb = _amb(state)
+        entry = _entry(state, self.event)
+        amb.placed.pop(self.territory, None)
+        if self.token == BG:
+            amb.removed.append(self.token)
+        else:
+            amb.used.append(self.token)
+        entry.update(stage="cards", beneficiary=self.beneficiary, committed=self.token,
+                     effect=self.token if self.token != BG else None)
+        state.control.decision = None
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "token": self.token, "territory": self.territory,
+                "beneficiary": self.beneficiary}
+
+    def text(self) -> str:
+        return f"Ecaz triggered the {self.token} ambassador for {self.beneficiary}"
+
+
+class AmbassadorCopyOffered(Event):
+    event: str  # the entry
+    decision: str  # the id the copy decision binds to
+    player: str
+    options: list[str]  # the recorded copy pool: private to the player
+    turn: int
+    phase: int
+
+    def apply(self, state: RoomState) -> None:
+        _entry(state, self.event)["stage"] = "copy"
+        state.control.decision = Decision(
+            kind="ambassador_copy", event=self.decision, player=self.player,
+            turn=self.turn, phase=self.phase,
+            data={"entry": self.event, "options": list(self.options),
+                  "private": {"options": list(self.options)}},
+        )
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "decision": self.decision, "player": self.player}
+
+    def text(self) -> str:
+        return f"{self.player} may copy an ambassador with the BG token"
+
+
+class AmbassadorCopied(Event):
+    event: str
+    decision: str
+    token: str
+
+    def apply(self, state: RoomState) -> None:
+        entry = _entry(state, self.event)
+        entry.update(stage="cards", effect=self.token)
+        state.control.decision = None
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "token": self.token}
+
+    def text(self) -> str:
+        return f"The BG ambassador copies the {self.token} ambassador"
+
+
+class AmbassadorNoEffect(Event):
+    """The committed effect had no result. Deliberately says nothing about why."""
+
+    event: str
+
+    def apply(self, state: RoomState) -> None:
+        _entry(state, self.event)["stage"] = "no_effect"
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event}
+
+    def text(self) -> str:
+        return "The ambassador's effect completed with no result"
+
+
+class PurchasePaid(Event):
+    event: str
+    buyer: str
+    amount: int
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.buyer).spice -= self.amount
+        state.bank += self.amount
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "buyer": self.buyer, "amount": self.amount}
+
+    def text(self) -> str:
+        return f"{self.buyer} paid {self.amount} spice to the Spice Bank for a Treachery card"
+
+
+class ReceiptStaged(Event):
+    event: str
+    buyer: str
+    card: str  # private to the buyer
+    amount: int
+    emperor: str | None
+    stage: str
+
+    def apply(self, state: RoomState) -> None:
+        state.receipts.append(Receipt(
+            event=self.event, buyer=self.buyer, card=self.card,
+            amount=self.amount, emperor=self.emperor, stage=self.stage,
+        ))
+        _entry(state, self.event).update(stage=self.stage, receipt=self.event)
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "buyer": self.buyer, "amount": self.amount,
+                "emperor": self.emperor, "stage": self.stage}
+
+    def text(self) -> str:
+        return f"{self.buyer} bought a Treachery card through the Richese ambassador"
+
+
+class ReceiptAdvanced(Event):
+    event: str
+    stage: str
+
+    def apply(self, state: RoomState) -> None:
+        receipt = receipt_of(state, self.event)
+        assert receipt is not None
+        receipt.stage = self.stage
+        entry = _amb(state).entry
+        if entry is not None and entry["event"] == self.event:
+            entry["stage"] = self.stage
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "stage": self.stage}
+
+    def text(self) -> str:
+        return f"The ambassador purchase moved on to {self.stage}"
+
+
+class EmperorIncomePaid(Event):
+    event: str
+    emperor: str
+    amount: int
+
+    def apply(self, state: RoomState) -> None:
+        state.bank -= self.amount
+        state.seat(self.emperor).spice += self.amount
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "emperor": self.emperor, "amount": self.amount}
+
+    def text(self) -> str:
+        return f"The Spice Bank paid {self.amount} spice to the {self.emperor}"
+
+
+class HarkonnenBonusResolved(Event):
+    event: str
+    seat: str
+    card: str | None  # private to the buyer
+
+    def apply(self, state: RoomState) -> None:
+        receipt = receipt_of(state, self.event)
+        assert receipt is not None
+        receipt.bonus = self.card
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "seat": self.seat, "drawn": self.card is not None}
+
+    def text(self) -> str:
+        if self.card is None:
+            return f"{self.seat}'s bonus card: none could be drawn"
+        return f"{self.seat} drew a bonus card"
+
+
+class AmbassadorEntryClosed(Event):
+    event: str
+
+    def apply(self, state: RoomState) -> None:
+        _entry(state, self.event)
+        _amb(state).entry = None
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event}
+
+    def text(self) -> str:
+        return "The ambassador entry is resolved"
+
+
+class WormResumed(Event):
+    """The worm's continuation resumes, once; the entry itself is not replayed."""
+
+    event: str
+    seat: str
+    territory: str
+
+    def apply(self, state: RoomState) -> None:
+        pass
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "seat": self.seat, "territory": self.territory}
+
+    def text(self) -> str:
+        return f"The worm carrying {self.seat} resumes from {self.territory}"
+
+
+class AmbassadorCohortDrawn(Event):
+    """Ecaz's five were all spent: five new ones, drawn from the returned and unused tokens."""
+
+    cohort: list[str]
+    supply: list[str]
+    copy_pool: list[str]
+
+    def apply(self, state: RoomState) -> None:
+        amb = _amb(state)
+        amb.cohort = list(self.cohort)
+        amb.supply = list(self.supply)
+        amb.copy_pool = list(self.copy_pool)
+        amb.used = []
+
+    def public(self) -> dict[str, Any]:
+        return {"count": len(self.cohort)}
+
+    def text(self) -> str:
+        return f"Ecaz drew {len(self.cohort)} new ambassadors"
