@@ -1,0 +1,81 @@
+"""Helpers for the tests of the rules around the Box (Truthtrance, gifts, Distrans,
+Guild, Semuta, commitments, autopilot): run a command, check a refusal changed
+nothing, open and close a search around another command."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from domain.commands import parse_command
+from domain.errors import Rejection
+from domain.nullentropy import candidates
+from domain.rules import Tx, decide
+from domain.state import RoomState
+from tests.support import Counting, layout, snapshot, state_of
+
+BOX = "nullentropy-box"
+
+
+def run(state: RoomState, actor: str, command: dict[str, Any],
+        rng: Counting | None = None) -> Tx:
+    return decide(state, actor, parse_command(command), rng or Counting())
+
+
+def rejected(state: RoomState, actor: str, command: dict[str, Any]) -> Rejection:
+    """The command is refused, and nothing changed: no event, no state, no draw."""
+    before = snapshot(state)
+    rng = Counting()
+    with pytest.raises(Rejection) as info:
+        run(state, actor, command, rng)
+    assert snapshot(state) == before
+    assert rng.draws == 0
+    return info.value
+
+
+def code(state: RoomState, actor: str, command: dict[str, Any]) -> str:
+    return rejected(state, actor, command).code
+
+
+def types(tx: Tx) -> list[str]:
+    return [e.type for e in tx.events]
+
+
+def open_search(state: RoomState, owner: str = "richese", box: str = BOX) -> RoomState:
+    tx = run(state, owner, {"type": "begin_search", "card": box})
+    assert tx.state.search is not None, "the test pile needs two eligible cards"
+    return tx.state
+
+
+def close_search(state: RoomState, card: str | None = None) -> Tx:
+    search = state.search
+    assert search is not None
+    pick = card or (candidates(state, search.owner) or [])[0]
+    return run(state, search.owner, {"type": "select_card", "search": search.event,
+                                     "card": pick})
+
+
+def without_search(state: RoomState) -> dict[str, Any]:
+    """The state dump minus what a search legitimately changes (fee, pile, hand)."""
+    dump = snapshot(state)
+    for key in ("bank", "discard", "version", "search"):
+        dump.pop(key)
+    for seat in dump["seats"]:
+        seat.pop("hand")
+        seat.pop("spice")
+    return dump
+
+
+def assert_lock_round_trip(state: RoomState, actor: str, command: dict[str, Any]) -> RoomState:
+    """Refused with `locked` during a search; everything else restored when it closes."""
+    searching = open_search(state)
+    assert code(searching, actor, command) == "locked"
+    closed = close_search(searching).state
+    before, after = without_search(state), without_search(closed)
+    assert after == before
+    return closed
+
+
+__all__ = ["BOX", "Counting", "layout", "snapshot", "state_of", "run", "rejected", "code",
+           "types", "open_search", "close_search", "assert_lock_round_trip"]
