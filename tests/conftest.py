@@ -44,3 +44,8 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:
     return ADMIN_URL
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # FastAPI's TestClient still rides on httpx; the warning says nothing about our code.
+    config.addinivalue_line("filterwarnings", "ignore:Using `httpx` with `starlette.testclient`")

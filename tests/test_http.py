@@ -1,0 +1,450 @@
+"""The HTTP API: every route, every error status, tokens, bodies, and a fuzz run.
+
+Most tests use FastAPI's TestClient over a SQLite file; the last one starts
+`dune-ledger serve` for real on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from application.audit import audit_room
+from application.rooms import RoomsApp
+from infrastructure.http import MAX_BODY, create_app
+from infrastructure.storage import open_rooms
+from tests.support import layout
+
+ADMIN = "operator-secret"
+SEATS = ["richese", "emperor", "harkonnen"]
+# Cards only their holder may see: every hand card of the layout but the Box, whose
+# use is public, and the pile below its top card, which only a search's owner sees.
+PRIVATE = {"richese": {"crysknife"}, "emperor": {"karama-1"},
+           "harkonnen": {"shield-2", "chaumas"}}
+BELOW_TOP = {"shield-1", "maula-pistol"}
+
+
+@pytest.fixture
+def rooms(tmp_path: Path) -> Iterator[RoomsApp]:
+    app = open_rooms(f"sqlite:///{tmp_path / 'http.db'}")
+    yield app
+    app.close()
+
+
+@pytest.fixture
+def client(rooms: RoomsApp) -> Iterator[TestClient]:
+    with TestClient(create_app(rooms, admin_token=ADMIN), raise_server_exceptions=True) as c:
+        yield c
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def create(client: TestClient, raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    r = client.post("/rooms", json=raw or layout(), headers=auth(ADMIN))
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def assert_error(r: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["ok"] is False and isinstance(body["version"], int)
+    assert set(body["error"]) == {"code", "message"} and body["error"]["message"]
+    if code is not None:
+        assert body["error"]["code"] == code
+    return body
+
+
+def version(rooms: RoomsApp, room: str) -> int:
+    return rooms.load(room).version
+
+
+# --- the routes ---------------------------------------------------------------------
+
+
+def test_healthz_and_openapi(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"ok": True}
+    spec = client.get("/openapi.json").json()
+    assert {"/rooms", "/rooms/{room}/commands", "/rooms/{room}/view", "/rooms/{room}/log",
+            "/rooms/{room}/audit", "/healthz"} <= set(spec["paths"])
+    body = spec["paths"]["/rooms/{room}/commands"]["post"]["requestBody"]
+    refs = {v["$ref"].rsplit("/", 1)[-1]
+            for v in body["content"]["application/json"]["schema"]["oneOf"]}
+    assert {"BeginSearch", "SelectCard", "Draw"} <= refs <= set(spec["components"]["schemas"])
+
+
+def test_a_search_end_to_end_over_http(client: TestClient, rooms: RoomsApp) -> None:
+    created = create(client)
+    room, tokens = created["room"], created["seats"]
+    assert set(tokens) == set(SEATS) and created["version"] == 1
+
+    begun = client.post(f"/rooms/{room}/commands", headers=auth(tokens["richese"]),
+                        json={"type": "begin_search", "card": "nullentropy-box"})
+    assert begun.status_code == 200 and begun.json()["ok"]
+    view = client.get(f"/rooms/{room}/view", headers=auth(tokens["richese"])).json()
+    search = view["nullentropy"]["search"]
+    chosen = search["cards"][0]["id"]
+    selected = client.post(f"/rooms/{room}/commands", headers=auth(tokens["richese"]),
+                           json={"type": "select_card", "search": search["event"],
+                                 "card": chosen})
+    assert selected.status_code == 200
+    assert [e["type"] for e in selected.json()["events"]][:3] == [
+        "CardRetrieved", "PileShuffled", "BoxDiscarded"]
+
+    logged = client.get(f"/rooms/{room}/log", headers=auth(tokens["emperor"])).json()
+    assert [e["type"] for e in logged][:3] == ["RoomCreated", "FeePaid", "SearchOpened"]
+    audited = client.get(f"/rooms/{room}/audit", headers=auth(ADMIN))
+    assert audited.status_code == 200 and audited.json()["ok"]
+    assert audited.json()["version"] == version(rooms, room)
+
+
+def test_seat_tokens_are_stored_only_as_hashes(client: TestClient, rooms: RoomsApp) -> None:
+    created = create(client)
+    stored = b"".join(bytes(e.state) for e in rooms.recorder.select_events(
+        rooms.load(created["room"]).id))
+    for token in created["seats"].values():
+        assert token.encode() not in stored
+
+
+def test_a_repeated_command_id_returns_the_first_result(client: TestClient,
+                                                        rooms: RoomsApp) -> None:
+    created = create(client)
+    room, token = created["room"], created["seats"]["emperor"]
+    cmd = {"type": "draw", "command_id": "once"}
+    first = client.post(f"/rooms/{room}/commands", headers=auth(token), json=cmd)
+    again = client.post(f"/rooms/{room}/commands", headers=auth(token), json=cmd)
+    assert first.status_code == again.status_code == 200
+    assert first.json() == again.json()
+    assert version(rooms, room) == 2
+
+
+# --- every error status ---------------------------------------------------------------
+
+
+def test_room_creation_needs_the_operator_token_when_one_is_set(client: TestClient) -> None:
+    assert_error(client.post("/rooms", json=layout()), 401, "unauthorized")
+    assert_error(client.post("/rooms", json=layout(), headers=auth("guess")), 401)
+    assert client.post("/rooms", json=layout(), headers=auth(ADMIN)).status_code == 201
+
+
+def test_without_an_operator_token_rooms_are_open_but_audit_is_not_for_seats(
+        rooms: RoomsApp) -> None:
+    with TestClient(create_app(rooms, admin_token="")) as c:
+        created = c.post("/rooms", json=layout())
+        assert created.status_code == 201
+        room, tokens = created.json()["room"], created.json()["seats"]
+        assert c.get(f"/rooms/{room}/audit").status_code == 200
+        assert_error(c.get(f"/rooms/{room}/audit", headers=auth(tokens["richese"])), 403)
+
+
+@pytest.mark.parametrize("body,what", [
+    (b"{not json", "not JSON"),
+    (b"", "missing"),
+    (b"[1, 2]", "a JSON array"),
+    (b'"draw"', "a JSON string"),
+    (b'{"type": "begin_search"}', "a missing field"),
+    (b'{"type": "draw", "seat": "emperor"}', "an unknown field"),
+    (b'{"type": "draw", "as": "emperor"}', "an unknown field"),
+    (b'{"type": "teleport"}', "an unknown type"),
+    (b'{"type": "begin_search", "card": 7}', "a wrong type"),
+    (b'{"type": "draw", "expected_version": -1}', "a negative version"),
+    (b'{"type": "draw", "command_id": ""}', "an empty command id"),
+])
+def test_malformed_command_bodies_are_400_and_change_nothing(
+        client: TestClient, rooms: RoomsApp, body: bytes, what: str) -> None:
+    created = create(client)
+    room = created["room"]
+    before = rooms.load(room).state.model_dump()
+    r = client.post(f"/rooms/{room}/commands", headers={
+        **auth(created["seats"]["richese"]), "Content-Type": "application/json"}, content=body)
+    assert_error(r, 400, "invalid_command")
+    assert rooms.load(room).state.model_dump() == before and version(rooms, room) == 1
+
+
+def test_unknown_fields_are_named_in_the_message(client: TestClient) -> None:
+    created = create(client)
+    r = client.post(f"/rooms/{created['room']}/commands",
+                    headers=auth(created["seats"]["emperor"]),
+                    json={"type": "draw", "seat": "richese"})
+    assert "seat" in assert_error(r, 400, "invalid_command")["error"]["message"]
+
+
+def test_oversized_bodies_are_400_and_change_nothing(client: TestClient,
+                                                     rooms: RoomsApp) -> None:
+    created = create(client)
+    room, token = created["room"], created["seats"]["richese"]
+    huge = b'{"type": "draw", "command_id": "' + b"x" * MAX_BODY + b'"}'
+    r = client.post(f"/rooms/{room}/commands", headers=auth(token), content=huge)
+    assert "at most" in assert_error(r, 400, "body_too_large")["error"]["message"]
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit still holds
+        yield b'{"type": "draw", "command_id": "'
+        for _ in range(MAX_BODY // 1024 + 2):
+            yield b"y" * 1024
+        yield b'"}'
+
+    assert_error(client.post(f"/rooms/{room}/commands", headers=auth(token), content=chunks()),
+                 400, "body_too_large")
+    assert_error(client.post("/rooms", headers=auth(ADMIN), content=huge), 400, "body_too_large")
+    assert version(rooms, room) == 1
+    assert len(list(rooms.room_ids())) == 1
+
+
+@pytest.mark.parametrize("body", [b"{", b"[]", b'{"seats": []}', b'{"seats": [], "color": 1}',
+                                  b'{"seats": [{"faction": "richese", "hand": ["no-such"]}]}'])
+def test_bad_layouts_are_400_and_create_nothing(client: TestClient, rooms: RoomsApp,
+                                                body: bytes) -> None:
+    r = client.post("/rooms", headers=auth(ADMIN), content=body)
+    assert r.status_code == 400, r.text
+    assert_error(r, 400)
+    assert list(rooms.room_ids()) == []
+
+
+def test_missing_or_wrong_tokens_are_401(client: TestClient) -> None:
+    created = create(client)
+    other = create(client)
+    room = created["room"]
+    bad_headers: list[dict[str, str]] = [
+        {}, auth("not-a-token"), {"Authorization": f"Basic {created['seats']['richese']}"},
+        {"Authorization": "Bearer "}, auth(other["seats"]["richese"]), auth(ADMIN),
+    ]
+    for headers in bad_headers:
+        assert_error(client.post(f"/rooms/{room}/commands", headers=headers,
+                                 json={"type": "draw"}), 401, "unauthorized")
+        assert_error(client.get(f"/rooms/{room}/view", headers=headers), 401)
+        assert_error(client.get(f"/rooms/{room}/log", headers=headers), 401)
+    r = client.get(f"/rooms/{room}/view")
+    assert r.headers["www-authenticate"] == "Bearer"
+    assert_error(client.get(f"/rooms/{room}/audit"), 401)
+    assert_error(client.get(f"/rooms/{room}/audit", headers=auth("nope")), 401)
+
+
+def test_a_seat_token_on_the_audit_route_is_403(client: TestClient) -> None:
+    created = create(client)
+    for token in created["seats"].values():
+        assert_error(client.get(f"/rooms/{created['room']}/audit", headers=auth(token)),
+                     403, "forbidden")
+
+
+@pytest.mark.parametrize("room", ["00000000-0000-0000-0000-000000000000", "not-a-room"])
+def test_unknown_rooms_are_404(client: TestClient, room: str) -> None:
+    assert_error(client.post(f"/rooms/{room}/commands", headers=auth("t"),
+                             json={"type": "draw"}), 404, "unknown_room")
+    assert_error(client.get(f"/rooms/{room}/view", headers=auth("t")), 404, "unknown_room")
+    assert_error(client.get(f"/rooms/{room}/log", headers=auth("t")), 404, "unknown_room")
+    assert_error(client.get(f"/rooms/{room}/audit", headers=auth(ADMIN)), 404, "unknown_room")
+
+
+def test_unknown_routes_and_methods_keep_the_error_shape(client: TestClient) -> None:
+    assert_error(client.get("/nowhere"), 404, "not_found")
+    assert_error(client.delete("/rooms"), 405, "method_not_allowed")
+
+
+def test_conflicts_and_stale_events_are_409(client: TestClient, rooms: RoomsApp) -> None:
+    created = create(client)
+    room, token = created["room"], created["seats"]["richese"]
+    url = f"/rooms/{room}/commands"
+    assert_error(client.post(url, headers=auth(token), json={
+        "type": "draw", "expected_version": 5}), 409, "conflict")
+    assert_error(client.post(url, headers=auth(token), json={
+        "type": "select_card", "search": "e9", "card": "shield-1"}), 409, "stale_event")
+    assert version(rooms, room) == 1
+
+
+def test_rule_rejections_are_422_and_change_nothing(client: TestClient, rooms: RoomsApp) -> None:
+    created = create(client)
+    room, tokens = created["room"], created["seats"]
+    url = f"/rooms/{room}/commands"
+    assert_error(client.post(url, headers=auth(tokens["emperor"]), json={
+        "type": "begin_search", "card": "nullentropy-box"}), 422, "not_in_hand")
+    assert client.post(url, headers=auth(tokens["richese"]), json={
+        "type": "begin_search", "card": "nullentropy-box"}).status_code == 200
+    at = version(rooms, room)
+    body = assert_error(client.post(url, headers=auth(tokens["emperor"]), json={"type": "draw"}),
+                        422, "locked")
+    assert body["version"] == at == version(rooms, room)
+
+
+# --- no seat reads or acts as another ----------------------------------------------------
+
+
+def test_no_token_reads_or_acts_as_another_seat(client: TestClient, rooms: RoomsApp) -> None:
+    created = create(client)
+    room, tokens = created["room"], created["seats"]
+    owner = tokens["richese"]
+    assert client.post(f"/rooms/{room}/commands", headers=auth(owner), json={
+        "type": "begin_search", "card": "nullentropy-box"}).status_code == 200
+
+    for seat in SEATS:
+        others_private = set().union(*(PRIVATE[s] for s in SEATS if s != seat))
+        if seat != "richese":
+            others_private |= BELOW_TOP  # the open search's candidates are the owner's alone
+        view = client.get(f"/rooms/{room}/view", headers=auth(tokens[seat]))
+        log = client.get(f"/rooms/{room}/log", headers=auth(tokens[seat]))
+        refused = client.post(f"/rooms/{room}/commands", headers=auth(tokens[seat]),
+                              json={"type": "discard", "card": "karama-1"})
+        for response in (view, log, refused):
+            leaked = {card for card in others_private if card in response.text}
+            assert not leaked, (seat, response.request.url.path, leaked)
+        body = view.json()
+        assert body["seat"] == seat and body["me"]["faction"] == seat
+        assert all(set(s) <= {"faction", "hand_count", "ally", "autopilot"}
+                   for s in body["seats"])
+        assert {s["faction"] for s in body["seats"]} == set(SEATS) - {seat}
+
+    # Each token acts as its own seat only: its set_autopilot lands on its seat.
+    for seat in SEATS:
+        r = client.post(f"/rooms/{room}/commands", headers=auth(tokens[seat]),
+                        json={"type": "set_autopilot", "enabled": True, "profile": "easy"})
+        assert r.status_code == 200, r.text
+        assert [e.get("seat") for e in r.json()["events"]] == [seat]
+        state = rooms.load(room).state
+        assert {s.faction for s in state.seats if s.autopilot} == set(
+            SEATS[: SEATS.index(seat) + 1])
+
+
+# --- fuzz: nothing the client sends makes a 500 ------------------------------------------
+
+
+def json_values() -> st.SearchStrategy[Any]:
+    scalars = (st.none() | st.booleans() | st.integers(-10, 10**12) | st.floats(allow_nan=False)
+               | st.text(max_size=20) | st.sampled_from(["nullentropy-box", "shield-1", "e3",
+                                                          "richese", "pass", "karama-1"]))
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
+
+
+@pytest.fixture
+def fuzz_room(tmp_path: Path) -> Iterator[tuple[TestClient, RoomsApp, dict[str, Any]]]:
+    app = open_rooms("memory://")
+    with TestClient(create_app(app, admin_token=ADMIN), raise_server_exceptions=False) as c:
+        created = c.post("/rooms", json=layout(), headers=auth(ADMIN)).json()
+        yield c, app, created
+    app.close()
+
+
+def command_variants(client: TestClient) -> list[dict[str, Any]]:
+    spec = client.get("/openapi.json").json()
+    body = spec["paths"]["/rooms/{room}/commands"]["post"]["requestBody"]
+    schemas = spec["components"]["schemas"]
+    return [schemas[v["$ref"].rsplit("/", 1)[-1]]
+            for v in body["content"]["application/json"]["schema"]["oneOf"]]
+
+
+def test_fuzzed_commands_from_the_openapi_schema_never_get_a_500(
+        fuzz_room: tuple[TestClient, RoomsApp, dict[str, Any]]) -> None:
+    client, app, created = fuzz_room
+    variants = command_variants(client)
+    room, tokens = created["room"], created["seats"]
+
+    def field_value(prop: dict[str, Any]) -> st.SearchStrategy[Any]:
+        options = [json_values()]
+        if "const" in prop:
+            options.append(st.just(prop["const"]))
+        for choice in prop.get("anyOf", []) + [prop]:
+            if "enum" in choice:
+                options.append(st.sampled_from(choice["enum"]))
+        return st.one_of(*options)
+
+    @st.composite
+    def commands(draw: st.DrawFn) -> Any:
+        variant = draw(st.sampled_from(variants))
+        props = variant["properties"]
+        names = draw(st.lists(st.sampled_from(sorted(props)), unique=True))
+        body = {n: draw(field_value(props[n])) for n in names}
+        body["type"] = draw(st.one_of(st.just(props["type"]["const"]), json_values()))
+        if draw(st.booleans()):
+            body[draw(st.text(max_size=6))] = draw(json_values())
+        return body if draw(st.integers(0, 9)) else draw(json_values())
+
+    @settings(max_examples=200, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                     HealthCheck.too_slow])
+    @given(seat=st.sampled_from(SEATS), body=commands())
+    def run(seat: str, body: Any) -> None:
+        r = client.post(f"/rooms/{room}/commands", headers=auth(tokens[seat]), json=body)
+        assert r.status_code in (200, 400, 409, 422), (body, r.text)
+        result = r.json()
+        assert result["ok"] is (r.status_code == 200)
+
+    run()
+    assert audit_room(app, room)["ok"]
+
+
+def test_fuzzed_raw_requests_never_get_a_500(
+        fuzz_room: tuple[TestClient, RoomsApp, dict[str, Any]]) -> None:
+    client, _, created = fuzz_room
+    room, token = created["room"], created["seats"]["richese"]
+
+    @settings(max_examples=200, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(path=st.sampled_from([f"/rooms/{room}/commands", "/rooms", f"/rooms/{room}/view",
+                                 f"/rooms/{room}/log", f"/rooms/{room}/audit",
+                                 "/rooms/%00/view", f"/rooms/{room}x/commands"]),
+           method=st.sampled_from(["GET", "POST", "PUT"]),
+           body=st.binary(max_size=200),
+           header=st.sampled_from([None, f"Bearer {token}", f"Bearer {ADMIN}", "Bearer",
+                                   "bearer  x", "Basic abc"]))
+    def run(path: str, method: str, body: bytes, header: str | None) -> None:
+        headers = {"Authorization": header} if header is not None else {}
+        r = client.request(method, path, content=body, headers=headers)
+        assert r.status_code < 500, (method, path, body, r.text)
+        if r.status_code >= 400:
+            assert r.json()["ok"] is False
+
+    run()
+
+
+# --- the real server ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_dune_ledger_serve_on_postgres(pg_url: str) -> None:
+    port = free_port()
+    env = {**os.environ, "DUNE_LEDGER_ADMIN_TOKEN": ADMIN}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "infrastructure.cli", "--db", pg_url, "serve",
+         "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(f"{base}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        created = httpx.post(f"{base}/rooms", json=layout(), headers=auth(ADMIN))
+        assert created.status_code == 201
+        room, tokens = created.json()["room"], created.json()["seats"]
+        r = httpx.post(f"{base}/rooms/{room}/commands", headers=auth(tokens["richese"]),
+                       json={"type": "begin_search", "card": "nullentropy-box"})
+        assert r.status_code == 200 and r.json()["version"] == 3
+        assert httpx.get(f"{base}/rooms/{room}/audit", headers=auth(ADMIN)).json()["ok"]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    app = open_rooms(pg_url)  # what the server wrote is in PostgreSQL
+    try:
+        assert app.load(room).state.search is not None
+    finally:
+        app.close()
