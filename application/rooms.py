@@ -12,7 +12,7 @@ import hashlib
 import secrets
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -164,20 +164,41 @@ class RoomsApp(Application[UUID]):
                 yield n.originator_id  # type: ignore[misc]
             start = batch[-1].id + 1
 
+    # Views and the log come from the read models (projections/), caught up
+    # incrementally first so that a reader sees its own writes; a read never
+    # replays a stream. `open_rooms` injects them; `view_at` alone reads the stream.
+    read_models: ReadModelsPort | None = None
+
+    def _caught_up(self, room_id: str) -> tuple[ReadModelsPort, str]:
+        if self.read_models is None:
+            raise RuntimeError("no read models: open the app with storage.open_rooms")
+        room = str(room_uuid(room_id))
+        self.read_models.catch_up()
+        if self.read_models.public_view(room) is None:
+            raise Rejection("unknown_room", f"no room '{room_id}'")
+        return self.read_models, room
+
     def seat_view(self, room_id: str, seat: str) -> dict[str, Any]:
-        room = self.load(room_id)
-        if not room.state.has_seat(seat):
+        models, room = self._caught_up(room_id)
+        view = models.seat_view(room, seat)
+        if view is None:
             raise Rejection("unknown_seat", f"{seat} has no seat in this room")
-        return views.seat_view(room.state, seat)
+        return view
 
     def public_view(self, room_id: str) -> dict[str, Any]:
-        return views.public_view(self.load(room_id).state)
+        models, room = self._caught_up(room_id)
+        view = models.public_view(room)
+        assert view is not None
+        return view
 
     def public_log(self, room_id: str) -> list[dict[str, Any]]:
-        room = self.load(room_id)
-        return views.public_log(
-            (rec.originator_version, rec.fact) for rec in self.records(room.id)
-        )
+        models, room = self._caught_up(room_id)
+        return models.public_log(room)
+
+    def wait_for(self, room_id: str, version: int, timeout: float) -> bool:
+        """Wait until the room's read models reach `version` (written by anyone)."""
+        models, room = self._caught_up(room_id)
+        return models.wait(room, version, timeout)
 
     def view_at(self, room_id: str, version: int, seat: str) -> dict[str, Any]:
         """A seat's view as it was at `version` (RULES 3.4: closed searches stay hidden)."""
@@ -197,6 +218,22 @@ class RoomsApp(Application[UUID]):
             if secrets.compare_digest(stored, digest):
                 return faction
         return None
+
+
+class ReadModelsPort(Protocol):
+    """What the application needs of the read models (implemented in projections/)."""
+
+    def catch_up(self) -> int: ...
+
+    def seat_view(self, room: str, seat: str) -> dict[str, Any] | None: ...
+
+    def public_view(self, room: str) -> dict[str, Any] | None: ...
+
+    def public_log(self, room: str) -> list[dict[str, Any]]: ...
+
+    def wait(self, room: str, version: int, timeout: float) -> bool: ...
+
+    def check_room(self, room_id: UUID, records: list[Recorded]) -> dict[str, Any]: ...
 
 
 def room_uuid(room_id: str | UUID) -> UUID:

@@ -20,6 +20,7 @@ from application.rooms import RandomnessFactory, RoomsApp
 from application.stream import Recorded, RoomSnapshot
 from domain.events import EVENT_TYPES
 from infrastructure import randomness
+from projections import open_read_models
 
 DEFAULT_URL = "sqlite:///dune-ledger.db"
 
@@ -187,4 +188,7 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
     env = environment(url)
     env.update(extra_env)
     with first_use_lock(env):
-        return RoomsApp(env, randomness=randomness_factory or randomness.for_room)
+        app = RoomsApp(env, randomness=randomness_factory or randomness.for_room)
+        # The read models live in the same database as the events (projections/).
+        app.read_models = open_read_models(app)
+        return app

@@ -1,0 +1,174 @@
+"""The two projectors: the public log, and every seat's view of every room.
+
+Both take a batch of `(Recorded, notification id)` in log order and apply
+it in one store transaction together with their new tracking position.
+Whatever is at or below the position already stored is skipped: an event
+delivered twice, or by two followers, is applied once. Both shape what they
+store only through `domain.views` (the one place hidden information is
+shaped) and pass it through `projections.guard` before storing.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from application.stream import Recorded
+from domain import views
+from domain.events import RoomCreated
+from domain.rules import apply, initial_state
+from domain.state import RoomState
+from projections import guard
+from projections.store import PUBLIC, Entry, Store, Writes
+
+Item = tuple[Recorded, int]  # the stored event and its notification id
+
+
+class ProjectionError(RuntimeError):
+    """The log does not fit what the projection stored: a rebuild is needed."""
+
+
+def dumps(data: Any) -> str:
+    return orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
+
+
+class Projector:
+    """Applies batches in one transaction with its position; folds each room's state."""
+
+    name = ""
+
+    def __init__(self, store: Store, cache_size: int = 256) -> None:
+        self.store = store
+        self.states = RoomStates(cache_size)
+
+    def process(self, items: Sequence[Item]) -> int:
+        """Apply the not yet applied part of `items`; returns how many were applied."""
+        if not items:
+            return 0
+        try:
+            with self.store.transaction(self.name) as tx:
+                position = tx.position(self.name)
+                todo = [it for it in items if it[1] > position]
+                if not todo:
+                    return 0
+                touched: dict[str, RoomState] = {}
+
+                def load(room: str) -> RoomState | None:
+                    row = tx.room_state(self.name, room)
+                    return None if row is None else RoomState.model_validate_json(row[1])
+
+                for rec, _ in todo:
+                    state = self.states.advance(rec, load)
+                    touched[str(rec.originator_id)] = state
+                    self.applied(tx, rec, state)
+                self.finish(tx, touched)
+                # Each room's state is stored once per batch, as of its last event.
+                tx.put_rooms(self.name, [(room, st.version, st.model_dump_json())
+                                         for room, st in touched.items()])
+                tx.set_position(self.name, todo[-1][1])
+        except BaseException:
+            # The cached states may be ahead of what was committed.
+            self.states.clear()
+            raise
+        return len(todo)
+
+    def applied(self, tx: Writes, rec: Recorded, state: RoomState) -> None:
+        """One event was folded into `state`."""
+
+    def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
+        """The batch is folded: write what it produced."""
+
+
+class PublicLog(Projector):
+    """One entry per public event, numbered per room, in stream order."""
+
+    name = "public_log"
+
+    def __init__(self, store: Store, cache_size: int = 256) -> None:
+        super().__init__(store, cache_size)
+        self.seqs: dict[str, int] = {}
+        self.rows: list[Entry] = []
+
+    def applied(self, tx: Writes, rec: Recorded, state: RoomState) -> None:
+        room = str(rec.originator_id)
+        if room not in self.seqs:
+            self.seqs[room] = tx.last_seq(room)
+        entry = views.public_entry(self.seqs[room] + 1, rec.originator_version, rec.fact)
+        if entry is None:
+            return
+        if guard.public_leaks(state, entry, rec.fact):
+            entry = guard.withheld_entry(entry)
+        self.seqs[room] += 1
+        self.rows.append((room, self.seqs[room], rec.originator_version, dumps(entry)))
+
+    def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
+        rows, self.rows, self.seqs = self.rows, [], {}
+        tx.add_entries(rows)
+
+    def process(self, items: Sequence[Item]) -> int:
+        try:
+            return super().process(items)
+        finally:
+            self.rows, self.seqs = [], {}
+
+
+class SeatViews(Projector):
+    """Every seat's view and the public view of each room, as of its last event."""
+
+    name = "seat_views"
+
+    def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
+        tx.put_views([(room, seat, state.version, dumps(view))
+                      for room, state in touched.items()
+                      for seat, view in render(state).items()])
+
+
+class RoomStates:
+    """Room states folded from events, kept for the rooms seen most recently."""
+
+    def __init__(self, cache_size: int) -> None:
+        self.cache: OrderedDict[str, RoomState] = OrderedDict()
+        self.size = cache_size
+
+    def clear(self) -> None:
+        self.cache.clear()
+
+    def advance(self, rec: Recorded, load: Callable[[str], RoomState | None]) -> RoomState:
+        """The room's state after `rec`; `load(room)` gives the stored state if not cached."""
+        room = str(rec.originator_id)
+        if isinstance(rec.fact, RoomCreated):
+            state = initial_state(rec.fact)
+        else:
+            cached = self.cache.get(room)
+            want = rec.originator_version - 1
+            found = cached if cached is not None and cached.version == want else load(room)
+            if found is None or found.version != want:
+                have = None if found is None else found.version
+                raise ProjectionError(
+                    f"room {room}: event version {rec.originator_version} follows version {have}"
+                )
+            state = found
+            apply(state, rec.fact)
+        self.cache[room] = state
+        self.cache.move_to_end(room)
+        while len(self.cache) > self.size:
+            self.cache.popitem(last=False)
+        return state
+
+
+def render(state: RoomState) -> dict[str, dict[str, Any]]:
+    """The public view and every seat's view of one state, each checked by the guard."""
+    public = views.public_view(state)
+    if guard.public_leaks(state, public):
+        public = guard.withheld_view(state, None)
+    out = {PUBLIC: public}
+    public_ids = guard.card_ids(public)
+    for seat in state.seats:
+        view = views.seat_view(state, seat.faction)
+        if guard.seat_leaks(state, seat.faction, view, public_ids):
+            view = guard.withheld_view(state, seat.faction)
+        out[seat.faction] = view
+    return out

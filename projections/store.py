@@ -1,0 +1,376 @@
+"""Where the read models live: their own tables, next to the events.
+
+Every projection writes its rows and its tracking position in one
+transaction (`Store.transaction`), which also serializes the projection's
+writers across threads and processes: `BEGIN IMMEDIATE` on SQLite, a
+transaction-scoped advisory lock on PostgreSQL, a lock in memory. A writer
+reads the position only after taking the lock, so an event already applied
+by anyone is never applied again.
+
+Tables (shared by both SQL databases):
+
+- `dl_projection_tracking(projection, position)`: the last notification id
+  each projection applied.
+- `dl_public_log(room, seq, version, entry)` and `dl_log_rooms(room,
+  version, state)`: the public log, and the room state its guard reads.
+- `dl_seat_views(room, seat, version, view)` and `dl_view_rooms(...)`: the
+  seat-view projection (every seat's view and the public view, under seat
+  `PUBLIC`) and the room state it folds events into.
+
+A projection keeps each room's state in its own table so that a follower
+that stopped anywhere resumes without reading the stream again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+PUBLIC = "*public*"  # the seat key of the public view: never a faction name
+
+OWNED = {"public_log": ("dl_public_log", "dl_log_rooms"),
+         "seat_views": ("dl_seat_views", "dl_view_rooms")}
+ROOMS = {"public_log": "dl_log_rooms", "seat_views": "dl_view_rooms"}
+
+SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS dl_projection_tracking ("
+    "projection TEXT PRIMARY KEY, position BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS dl_public_log ("
+    "room TEXT NOT NULL, seq INTEGER NOT NULL, version INTEGER NOT NULL, entry TEXT NOT NULL, "
+    "PRIMARY KEY (room, seq))",
+    "CREATE TABLE IF NOT EXISTS dl_seat_views ("
+    "room TEXT NOT NULL, seat TEXT NOT NULL, version INTEGER NOT NULL, view TEXT NOT NULL, "
+    "PRIMARY KEY (room, seat))",
+    *(f"CREATE TABLE IF NOT EXISTS {table} ("
+      "room TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL)"
+      for table in ROOMS.values()),
+]
+
+Entry = tuple[str, int, int, str]  # room, seq, version, JSON
+View = tuple[str, str, int, str]  # room, seat, version, JSON
+RoomRow = tuple[str, int, str]  # room, version, JSON state
+
+
+class Writes(ABC):
+    """What a projection may do inside its transaction."""
+
+    @abstractmethod
+    def position(self, projection: str) -> int: ...
+
+    @abstractmethod
+    def set_position(self, projection: str, position: int) -> None: ...
+
+    @abstractmethod
+    def last_seq(self, room: str) -> int: ...
+
+    @abstractmethod
+    def add_entries(self, rows: list[Entry]) -> None: ...
+
+    @abstractmethod
+    def room_state(self, projection: str, room: str) -> tuple[int, str] | None: ...
+
+    @abstractmethod
+    def put_rooms(self, projection: str, rows: list[RoomRow]) -> None: ...
+
+    @abstractmethod
+    def put_views(self, rows: list[View]) -> None: ...
+
+    @abstractmethod
+    def clear(self, projection: str) -> None:
+        """Drop every row the projection owns and its position (for a rebuild)."""
+
+
+class Store(ABC):
+    @abstractmethod
+    def transaction(self, projection: str) -> Any:
+        """A context manager yielding `Writes`; commits on success, rolls back on error."""
+
+    @abstractmethod
+    def position(self, projection: str) -> int: ...
+
+    @abstractmethod
+    def view(self, room: str, seat: str) -> tuple[int, str] | None: ...
+
+    @abstractmethod
+    def log(self, room: str) -> list[str]: ...
+
+    @abstractmethod
+    def room_views(self, room: str) -> dict[str, str]: ...
+
+    def close(self) -> None:
+        return None
+
+
+# --- memory -------------------------------------------------------------------------
+
+
+class MemoryWrites(Writes):
+    """Staged writes: nothing reaches the store unless the transaction commits."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.ops: list[tuple[str, Any]] = []
+
+    def position(self, projection: str) -> int:
+        return self.store.positions.get(projection, 0)
+
+    def set_position(self, projection: str, position: int) -> None:
+        if position <= self.position(projection):
+            raise RuntimeError(f"{projection} is already at {self.position(projection)}")
+        self.ops.append(("position", (projection, position)))
+
+    def last_seq(self, room: str) -> int:
+        return len(self.store.entries.get(room, []))
+
+    def add_entries(self, rows: list[Entry]) -> None:
+        self.ops.append(("entries", rows))
+
+    def room_state(self, projection: str, room: str) -> tuple[int, str] | None:
+        return self.store.rooms.get((projection, room))
+
+    def put_rooms(self, projection: str, rows: list[RoomRow]) -> None:
+        self.ops.append(("rooms", (projection, rows)))
+
+    def put_views(self, rows: list[View]) -> None:
+        self.ops.append(("views", rows))
+
+    def clear(self, projection: str) -> None:
+        self.ops.append(("clear", projection))
+
+    def commit(self) -> None:
+        s = self.store
+        for kind, arg in self.ops:
+            if kind == "position":
+                s.positions[arg[0]] = arg[1]
+            elif kind == "entries":
+                for room, seq, version, entry in arg:
+                    log = s.entries.setdefault(room, [])
+                    if seq != len(log) + 1:
+                        raise RuntimeError(f"log entry {seq} of {room} out of order")
+                    log.append((version, entry))
+            elif kind == "rooms":
+                projection, rows = arg
+                for room, version, state in rows:
+                    s.rooms[(projection, room)] = (version, state)
+            elif kind == "views":
+                for room, seat, version, view in arg:
+                    s.views.setdefault(room, {})[seat] = (version, view)
+            elif kind == "clear":
+                s.positions.pop(arg, None)
+                if arg == "public_log":
+                    s.entries.clear()
+                else:
+                    s.views.clear()
+                s.rooms = {k: v for k, v in s.rooms.items() if k[0] != arg}
+
+
+class MemoryStore(Store):
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.positions: dict[str, int] = {}
+        self.entries: dict[str, list[tuple[int, str]]] = {}
+        self.views: dict[str, dict[str, tuple[int, str]]] = {}
+        self.rooms: dict[tuple[str, str], tuple[int, str]] = {}
+
+    @contextmanager
+    def transaction(self, projection: str) -> Iterator[Writes]:
+        with self.lock:
+            writes = MemoryWrites(self)
+            yield writes
+            writes.commit()
+
+    def position(self, projection: str) -> int:
+        with self.lock:
+            return self.positions.get(projection, 0)
+
+    def view(self, room: str, seat: str) -> tuple[int, str] | None:
+        with self.lock:
+            return self.views.get(room, {}).get(seat)
+
+    def log(self, room: str) -> list[str]:
+        with self.lock:
+            return [entry for _, entry in self.entries.get(room, [])]
+
+    def room_views(self, room: str) -> dict[str, str]:
+        with self.lock:
+            return {seat: view for seat, (_, view) in self.views.get(room, {}).items()}
+
+
+# --- SQL (SQLite and PostgreSQL) ------------------------------------------------------
+
+
+class SQLWrites(Writes):
+    def __init__(self, cursor: Any, mark: str) -> None:
+        self.c = cursor
+        self.mark = mark
+
+    def q(self, sql: str) -> str:
+        return sql.replace("?", self.mark)
+
+    def one(self, sql: str, params: tuple[Any, ...]) -> Any:
+        self.c.execute(self.q(sql), params)
+        return self.c.fetchone()
+
+    def many(self, sql: str, rows: list[Any]) -> None:
+        if rows:
+            self.c.executemany(self.q(sql), rows)
+
+    def position(self, projection: str) -> int:
+        row = self.one("SELECT position AS p FROM dl_projection_tracking WHERE projection = ?",
+                       (projection,))
+        return 0 if row is None else int(row["p"])
+
+    def set_position(self, projection: str, position: int) -> None:
+        # The guard in WHERE makes a stale writer fail instead of moving the position back.
+        row = self.one(
+            "INSERT INTO dl_projection_tracking (projection, position) VALUES (?, ?) "
+            "ON CONFLICT (projection) DO UPDATE SET position = excluded.position "
+            "WHERE dl_projection_tracking.position < excluded.position RETURNING position",
+            (projection, position),
+        )
+        if row is None:
+            raise RuntimeError(f"{projection} has already applied notification {position}")
+
+    def last_seq(self, room: str) -> int:
+        row = self.one("SELECT MAX(seq) AS m FROM dl_public_log WHERE room = ?", (room,))
+        return 0 if row is None or row["m"] is None else int(row["m"])
+
+    def add_entries(self, rows: list[Entry]) -> None:
+        self.many("INSERT INTO dl_public_log (room, seq, version, entry) VALUES (?, ?, ?, ?)",
+                  rows)
+
+    def room_state(self, projection: str, room: str) -> tuple[int, str] | None:
+        row = self.one(f"SELECT version AS v, state AS s FROM {ROOMS[projection]} "
+                       "WHERE room = ?", (room,))
+        return None if row is None else (int(row["v"]), str(row["s"]))
+
+    def put_rooms(self, projection: str, rows: list[RoomRow]) -> None:
+        self.many(
+            f"INSERT INTO {ROOMS[projection]} (room, version, state) VALUES (?, ?, ?) "
+            "ON CONFLICT (room) DO UPDATE SET version = excluded.version, state = excluded.state",
+            rows,
+        )
+
+    def put_views(self, rows: list[View]) -> None:
+        self.many(
+            "INSERT INTO dl_seat_views (room, seat, version, view) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (room, seat) DO UPDATE SET version = excluded.version, "
+            "view = excluded.view",
+            rows,
+        )
+
+    def clear(self, projection: str) -> None:
+        for table in OWNED[projection]:
+            self.c.execute(f"DELETE FROM {table}")
+        self.c.execute(self.q("DELETE FROM dl_projection_tracking WHERE projection = ?"),
+                       (projection,))
+
+
+class SQLStore(Store):
+    """The shared queries; subclasses bring a connection and a lock."""
+
+    mark = "?"
+
+    @abstractmethod
+    def _read(self) -> Any:
+        """A context manager yielding a cursor for reads."""
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        with self._read() as c:
+            c.execute(sql.replace("?", self.mark), params)
+            return list(c.fetchall())
+
+    def position(self, projection: str) -> int:
+        rows = self._rows("SELECT position AS p FROM dl_projection_tracking WHERE projection = ?",
+                          (projection,))
+        return int(rows[0]["p"]) if rows else 0
+
+    def view(self, room: str, seat: str) -> tuple[int, str] | None:
+        rows = self._rows("SELECT version AS v, view AS j FROM dl_seat_views "
+                          "WHERE room = ? AND seat = ?", (room, seat))
+        return (int(rows[0]["v"]), str(rows[0]["j"])) if rows else None
+
+    def log(self, room: str) -> list[str]:
+        rows = self._rows("SELECT entry AS j FROM dl_public_log WHERE room = ? ORDER BY seq",
+                          (room,))
+        return [str(r["j"]) for r in rows]
+
+    def room_views(self, room: str) -> dict[str, str]:
+        rows = self._rows("SELECT seat AS s, view AS j FROM dl_seat_views WHERE room = ?",
+                          (room,))
+        return {str(r["s"]): str(r["j"]) for r in rows}
+
+
+class SQLiteStore(SQLStore):
+    """Its own connection to the events' database file, writes under BEGIN IMMEDIATE."""
+
+    def __init__(self, path: str, timeout: float = 10.0) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self.conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                                    check_same_thread=False)
+        self.conn.row_factory = sqlite3.Row
+        with self.lock:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            for statement in SCHEMA:
+                self.conn.execute(statement)
+
+    @contextmanager
+    def transaction(self, projection: str) -> Iterator[Writes]:
+        with self.lock:
+            c = self.conn.cursor()
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield SQLWrites(c, self.mark)
+            except BaseException:
+                self.conn.rollback()
+                raise
+            self.conn.commit()
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        with self.lock:
+            yield self.conn.cursor()
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+
+class PostgresStore(SQLStore):
+    """Uses the events' datastore (its pool and schema); one advisory lock per projection."""
+
+    mark = "%s"
+
+    def __init__(self, datastore: Any) -> None:
+        self.datastore = datastore
+        schema = getattr(datastore, "schema", "public")
+        self.search_path = f'SET LOCAL search_path TO "{schema}"'
+        with datastore.transaction(commit=True) as c:
+            c.execute(self.search_path)
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("dl_schema"),))
+            for statement in SCHEMA:
+                c.execute(statement)
+
+    @contextmanager
+    def transaction(self, projection: str) -> Iterator[Writes]:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.search_path)
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(projection),))
+            yield SQLWrites(c, self.mark)
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(self.search_path)
+            yield c
+
+
+def lock_key(name: str) -> int:
+    """A stable 32-bit key for an advisory lock."""
+    return zlib.crc32(f"dune-ledger:{name}".encode())
