@@ -1,0 +1,723 @@
+"""The Richese Ambassador purchase (RULES 4), in the domain, with no storage."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from domain.catalog import room_cards
+from domain.commands import parse_command
+from domain.errors import LayoutError, Rejection
+from domain.layout import build_room, parse_layout
+from domain.rules import Tx, apply, decide, initial_state
+from domain.state import RoomState
+from domain.views import public_view, seat_view
+from tests.support import Counting, snapshot
+
+EXPANSIONS = ["choam_richese", "ecaz_moritani"]
+ALL_CARDS = [c.id for c in room_cards(tuple(EXPANSIONS))]
+CACHE = {c.id for c in room_cards(tuple(EXPANSIONS)) if c.zone == "cache"}
+BOX = "nullentropy-box"
+
+RICHESE_TOKENS: dict[str, Any] = {
+    "placed": [{"token": "richese", "territory": "arrakeen"},
+               {"token": "fremen", "territory": "tueks-sietch"}],
+    "cohort": ["richese", "bene_gesserit", "fremen", "guild", "ixians"],
+    "used": [],
+    "copy_pool": ["emperor", "choam", "atreides"],
+}
+
+
+def seats(**hands: Any) -> list[dict[str, Any]]:
+    """Ecaz allied with Harkonnen, an Emperor with a Karama, Atreides the entrant."""
+    base: dict[str, dict[str, Any]] = {
+        "ecaz": {"faction": "ecaz", "spice": 10, "hand": [], "ally": "harkonnen"},
+        "harkonnen": {"faction": "harkonnen", "spice": 10, "hand": ["crysknife", "stunner"]},
+        "emperor": {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
+        "atreides": {"faction": "atreides", "spice": 10, "hand": []},
+    }
+    for faction, value in hands.items():
+        if value is None:
+            base.pop(faction, None)
+        elif isinstance(value, dict):
+            base[faction] = {"faction": faction, **value}
+        else:
+            base.setdefault(faction, {"faction": faction, "spice": 10})["hand"] = value
+    return list(base.values())
+
+
+def layout(*, deck: list[str] | None = None, discard: list[str] | None = None,
+           ambassadors: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
+    """A staged room; with an explicit deck every other card is out of the game."""
+    raw: dict[str, Any] = {
+        "mode": "advanced", "expansions": EXPANSIONS, "seed": 4, "bank": 100,
+        "turn": 3, "phase": 6, "seats": seats(),
+        "discard": discard if discard is not None else ["baliset", "shield-1"],
+        "ambassadors": ambassadors or RICHESE_TOKENS,
+    }
+    raw.update(over)
+    if deck is not None:
+        placed = set(deck) | set(raw["discard"])
+        for s in raw["seats"]:
+            placed |= set(s.get("hand", []))
+        raw["deck"] = deck
+        raw["removed"] = [c for c in ALL_CARDS if c not in placed and c not in CACHE]
+    return raw
+
+
+def room(**kw: Any) -> RoomState:
+    return initial_state(build_room(parse_layout(layout(**kw)), "room-a", Counting(9)))
+
+
+def run(state: RoomState, actor: str, command: dict[str, Any],
+        rng: Counting | None = None) -> Tx:
+    return decide(state, actor, parse_command(command), rng or Counting())
+
+
+def rejected(state: RoomState, actor: str, command: dict[str, Any]) -> Rejection:
+    before = snapshot(state)
+    rng = Counting()
+    with pytest.raises(Rejection) as info:
+        run(state, actor, command, rng)
+    assert snapshot(state) == before
+    assert rng.draws == 0
+    return info.value
+
+
+def types(tx: Tx) -> list[str]:
+    return [e.type for e in tx.events]
+
+
+def enter(state: RoomState, who: str = "atreides", where: str = "arrakeen",
+          via: str = "movement") -> RoomState:
+    return run(state, who, {"type": "enter_territory", "territory": where, "via": via}).state
+
+
+def trigger(state: RoomState, beneficiary: str = "ecaz") -> Tx:
+    d = state.control.decision
+    assert d is not None and d.kind == "ambassador"
+    return run(state, "ecaz", {"type": "ambassador_decide", "event": d.event, "trigger": True,
+                               "beneficiary": beneficiary})
+
+
+def window(state: RoomState) -> str:
+    assert state.control.response is not None
+    return state.control.response.event
+
+
+def answer(state: RoomState, seat: str, card: str | None = None) -> Tx:
+    cmd: dict[str, Any] = {"type": "respond", "event": window(state),
+                           "action": "karama" if card else "pass"}
+    if card:
+        cmd["card"] = card
+    return run(state, seat, cmd)
+
+
+def conserved(state: RoomState, spice: int) -> None:
+    held = Counter(cid for zone in state.zones().values() for cid in zone)
+    assert held == Counter(ALL_CARDS)
+    assert state.total_spice() == spice
+
+
+def view_text(view: dict[str, Any]) -> str:
+    return json.dumps(view, sort_keys=True)
+
+
+# --- entry and trigger ------------------------------------------------------------
+
+
+def test_entry_opens_ecaz_decision_and_the_entry_is_never_replayed():
+    state = room()
+    tx = run(state, "atreides", {"type": "enter_territory", "territory": "arrakeen",
+                                 "via": "shipment"})
+    assert types(tx) == ["TerritoryEntered", "AmbassadorOffered"]
+    d = tx.state.control.decision
+    assert d is not None and (d.kind, d.player, d.event) == ("ambassador", "ecaz", "e3")
+    assert tx.state.ambassadors.entry["entrant"] == "atreides"
+    assert public_view(tx.state)["decision"]["token"] == "richese"
+
+
+@pytest.mark.parametrize("who, where", [
+    ("ecaz", "arrakeen"), ("harkonnen", "arrakeen"), ("richese", "arrakeen"),
+    ("atreides", "carthag"),
+])
+def test_no_decision_for_ecaz_its_ally_the_tokens_faction_or_an_empty_territory(who, where):
+    state = room(seats=seats(richese={"spice": 5, "hand": []}))
+    tx = run(state, who, {"type": "enter_territory", "territory": where, "via": "movement"})
+    assert types(tx) == ["TerritoryEntered"]
+    assert tx.state.control.decision is None and tx.state.ambassadors.entry is None
+
+
+def test_decline_leaves_the_token_and_resumes_a_worm_once():
+    state = enter(room(), via="worm")
+    d = state.control.decision
+    tx = run(state, "ecaz", {"type": "ambassador_decide", "event": d.event, "trigger": False})
+    assert types(tx) == ["AmbassadorDeclined", "AmbassadorEntryClosed", "WormResumed"]
+    after = tx.state
+    assert after.ambassadors.placed["arrakeen"] == "richese"
+    assert after.ambassadors.used == [] and after.ambassadors.entry is None
+    assert after.control.decision is None
+    assert rejected(after, "ecaz", {"type": "ambassador_decide", "event": d.event,
+                                    "trigger": False}).code == "stale_event"
+
+
+def test_wrong_actor_stale_event_and_bad_beneficiary_change_nothing():
+    state = enter(room())
+    event = state.control.decision.event
+    cmd = {"type": "ambassador_decide", "event": event, "trigger": True, "beneficiary": "ecaz"}
+    assert rejected(state, "harkonnen", cmd).code == "not_your_decision"
+    assert rejected(state, "ecaz", {**cmd, "event": "e99"}).code == "stale_event"
+    assert rejected(state, "ecaz", {**cmd, "beneficiary": "emperor"}).code == "not_eligible"
+    assert rejected(state, "ecaz", {**cmd, "beneficiary": None}).code == "invalid_command"
+    # Another entry waits for this one.
+    assert rejected(state, "emperor", {"type": "enter_territory", "territory": "tueks-sietch",
+                                       "via": "movement"}).code == "decision_pending"
+
+
+def test_an_unimplemented_token_is_refused_not_pretended():
+    state = enter(room(), where="tueks-sietch")
+    rej = rejected(state, "ecaz", {"type": "ambassador_decide",
+                                   "event": state.control.decision.event, "trigger": True,
+                                   "beneficiary": "ecaz"})
+    assert rej.code == "not_implemented" and "fremen" in rej.message
+    tx = run(state, "ecaz", {"type": "ambassador_decide", "event": state.control.decision.event,
+                             "trigger": False})
+    assert tx.state.ambassadors.placed["tueks-sietch"] == "fremen"
+
+
+# --- the purchase -------------------------------------------------------------------
+
+
+def test_self_purchase_pays_three_draws_the_top_card_and_stages_the_receipt():
+    state = enter(room(seats=seats(emperor=None)))
+    top = state.deck[0]
+    spice = state.total_spice()
+    tx = trigger(state, "ecaz")
+    assert types(tx) == ["AmbassadorTriggered", "PurchasePaid", "CardDrawn", "ReceiptStaged",
+                         "AmbassadorEntryClosed"]
+    after = tx.state
+    assert after.seat("ecaz").spice == 7 and after.bank == state.bank + 3
+    assert after.seat("ecaz").hand == [top]
+    receipt = after.receipts[0]
+    assert (receipt.buyer, receipt.card, receipt.amount, receipt.emperor, receipt.stage) == (
+        "ecaz", top, 3, None, "finish")
+    assert after.ambassadors.used == ["richese"] and "arrakeen" not in after.ambassadors.placed
+    assert after.ambassadors.cohort == state.ambassadors.cohort  # not complete yet
+    assert seat_view(after, "ecaz")["receipts"][0]["card"] == top
+    staged = next(e for e in tx.events if e.type == "ReceiptStaged")
+    assert "card" not in staged.public()
+    conserved(after, spice)
+
+
+def test_ally_purchase_stays_private_to_the_ally():
+    state = enter(room())
+    tx = trigger(state, "harkonnen")
+    after = tx.state
+    bought = after.receipts[0].card
+    assert after.receipts[0].buyer == "harkonnen" and bought in after.seat("harkonnen").hand
+    assert after.seat("harkonnen").spice == 7 and after.seat("ecaz").spice == 10
+    for seat in ("ecaz", "emperor", "atreides"):
+        text = view_text(seat_view(after, seat))
+        assert bought not in text and "crysknife" not in text
+        assert seat_view(after, seat)["receipts"] == []
+    assert bought not in view_text(public_view(after))
+    assert all(bought not in json.dumps(e.public()) for e in tx.events)
+    assert seat_view(after, "harkonnen")["receipts"][0]["card"] == bought
+    amb = public_view(after)["ambassador"]["entry"]
+    assert (amb["payer"], amb["amount"], amb["cards"]) == ("harkonnen", 3, 1)
+
+
+def test_empty_deck_recycles_the_pile_once_and_stores_the_order():
+    state = enter(room(deck=[], discard=["baliset", "shield-1", "kulon"],
+                       seats=seats(emperor=None)))
+    rng = Counting(3)
+    tx = run(state, "ecaz", {"type": "ambassador_decide", "event": state.control.decision.event,
+                             "trigger": True, "beneficiary": "ecaz"}, rng)
+    assert rng.draws == 1
+    reshuffle = next(e for e in tx.events if e.type == "DiscardReshuffled")
+    assert sorted(reshuffle.order) == ["baliset", "kulon", "shield-1"]
+    assert tx.state.seat("ecaz").hand == [reshuffle.order[0]]
+    assert tx.state.discard == [] and tx.state.deck == reshuffle.order[1:]
+    # Replaying the events draws nothing and lands on the same card.
+    again = state.model_copy(deep=True)
+    for e in tx.events:
+        apply(again, e)
+    assert again == tx.state
+
+
+@pytest.mark.parametrize("case", ["empty_pool", "two_spice", "full_hand", "reserved"])
+def test_an_impossible_purchase_is_one_generic_committed_no_op(case):
+    kw: dict[str, Any] = {}
+    harkonnen: dict[str, Any] = {"spice": 10, "hand": ["crysknife"]}
+    if case == "empty_pool":
+        kw = {"deck": [], "discard": []}
+    elif case == "two_spice":
+        harkonnen["spice"] = 2
+    elif case == "full_hand":
+        harkonnen["hand"] = ["crysknife", "stunner", "chaumas", "chaumurky", "ellaca-drug",
+                             "gom-jabbar", "lasgun", "slip-tip"]
+    else:
+        kw = {"reservations": [{"faction": "harkonnen", "amount": 8, "reason": "auction"}]}
+    state = enter(room(seats=seats(harkonnen=harkonnen), **kw))
+    spice = state.total_spice()
+    rng = Counting()
+    tx = run(state, "ecaz", {"type": "ambassador_decide", "event": state.control.decision.event,
+                             "trigger": True, "beneficiary": "harkonnen"}, rng)
+    assert types(tx) == ["AmbassadorTriggered", "AmbassadorNoEffect", "AmbassadorEntryClosed"]
+    assert rng.draws == 0
+    after = tx.state
+    assert after.seat("harkonnen") == state.seat("harkonnen") and after.bank == state.bank
+    assert after.receipts == [] and after.ambassadors.used == ["richese"]
+    assert "arrakeen" not in after.ambassadors.placed
+    # Every failure reads the same in public: nothing says which condition failed.
+    assert [(e.type, e.public()) for e in tx.events][1] == (
+        "AmbassadorNoEffect", {"event": state.control.decision.event})
+    conserved(after, spice)
+
+
+# --- child stages ---------------------------------------------------------------------
+
+
+def test_emperor_income_allowed_pays_from_the_bank_without_charging_twice():
+    state = enter(room(seats=seats(atreides=["karama-2"])))
+    tx = trigger(state, "ecaz")
+    mid = tx.state
+    w = mid.control.response
+    assert w is not None and w.kind == "ambassador_income"
+    assert mid.receipts[0].stage == "income"
+    assert public_view(mid)["response"]["waiting"] == ["atreides"]  # the Emperor is excluded
+    tx = answer(mid, "atreides")
+    assert "EmperorIncomePaid" in types(tx)
+    after = tx.state
+    assert after.seat("emperor").spice == 13 and after.seat("ecaz").spice == 7
+    assert after.bank == state.bank and after.receipts[0].stage == "finish"
+    assert after.control.response is None and after.ambassadors.entry is None
+
+
+def test_emperor_income_cancelled_by_a_printed_karama_leaves_the_payment_in_the_bank():
+    state = enter(room(seats=seats(atreides=["karama-2"])))
+    mid = trigger(state, "ecaz").state
+    tx = answer(mid, "atreides", "karama-2")
+    assert "EmperorIncomePaid" not in types(tx)
+    after = tx.state
+    assert after.seat("emperor").spice == 10 and after.bank == state.bank + 3
+    assert after.discard[-1] == "karama-2" and after.seat("ecaz").spice == 7
+    assert after.seat("ecaz").hand == [mid.receipts[0].card]  # the purchase stands
+
+
+@pytest.mark.parametrize("mode, eligible", [("advanced", True), ("basic", False)])
+def test_bene_gesserit_worthless_card_cancels_only_in_advanced(mode, eligible):
+    state = enter(room(mode=mode, seats=seats(bene_gesserit=["kulon"])))
+    mid = trigger(state, "ecaz").state
+    if not eligible:
+        # Nobody may respond: the window closed by itself and the income was paid.
+        assert mid.control.response is None and mid.seat("emperor").spice == 13
+        return
+    assert public_view(mid)["response"]["waiting"] == ["bene_gesserit"]
+    after = answer(mid, "bene_gesserit", "kulon").state
+    assert after.seat("emperor").spice == 10 and "kulon" in after.discard
+
+
+def test_emperor_absent_or_buying_gets_no_income():
+    absent = trigger(enter(room(seats=seats(emperor=None)))).state
+    assert absent.receipts[0].emperor is None and absent.control.response is None
+    allied = seats(emperor={"spice": 10, "hand": [], "ally": "ecaz"},
+                   ecaz={"spice": 10, "hand": []}, harkonnen={"spice": 5, "hand": []})
+    state = enter(room(seats=allied))
+    tx = trigger(state, "emperor")
+    assert "ResponseWindowOpened" not in types(tx) and "EmperorIncomePaid" not in types(tx)
+    assert tx.state.receipts[0].emperor is None and tx.state.seat("emperor").spice == 7
+
+
+HARK = ["crysknife", "stunner", "chaumas", "chaumurky", "ellaca-drug", "gom-jabbar",
+        "lasgun", "slip-tip"]
+
+
+@pytest.mark.parametrize("held, bought, bonus", [(6, True, True), (7, True, False),
+                                                 (8, False, False)])
+def test_harkonnen_at_six_seven_and_eight_cards(held, bought, bonus):
+    state = enter(room(seats=seats(emperor=None, harkonnen=HARK[:held],
+                                   atreides=["karama-2"])))
+    tx = trigger(state, "harkonnen")
+    after = tx.state
+    opened = after.control.response
+    assert (opened is not None) == bonus
+    assert len(after.seat("harkonnen").hand) == held + (1 if bought else 0)
+    assert bool(after.receipts) == bought
+    if bonus:
+        assert opened.kind == "ambassador_bonus" and after.receipts[0].stage == "bonus"
+        after = answer(after, "atreides").state
+        assert len(after.seat("harkonnen").hand) == 8
+    if bought:
+        assert after.receipts[0].stage == "finish" and after.seat("harkonnen").spice == 7
+
+
+def test_harkonnen_bonus_window_closes_by_itself_and_draws_when_nobody_may_cancel():
+    state = enter(room(seats=seats(emperor=None, harkonnen=HARK[:6], atreides=[])))
+    tx = trigger(state, "harkonnen")
+    assert types(tx).count("ResponseWindowOpened") == 1
+    assert "HarkonnenBonusResolved" in types(tx)
+    after = tx.state
+    assert len(after.seat("harkonnen").hand) == 8 and after.seat("harkonnen").spice == 7
+    assert after.receipts[0].bonus in after.seat("harkonnen").hand
+    assert public_view(after)["ambassador"]["entry"] is None
+
+
+def test_harkonnen_bonus_allowed_and_cancelled_with_a_printed_karama():
+    state = enter(room(seats=seats(harkonnen=HARK[:5])))
+    mid = trigger(state, "harkonnen").state  # income: nobody but the Emperor holds a Karama
+    assert mid.control.response is not None and mid.control.response.kind == "ambassador_bonus"
+    assert mid.seat("emperor").spice == 13
+    allowed = answer(mid, "emperor").state
+    assert len(allowed.seat("harkonnen").hand) == 7 and allowed.receipts[0].bonus is not None
+    cancelled = answer(mid, "emperor", "karama-1").state
+    assert len(cancelled.seat("harkonnen").hand) == 6 and cancelled.receipts[0].bonus is None
+    assert cancelled.discard[-1] == "karama-1" and cancelled.ambassadors.entry is None
+
+
+def test_bonus_cancelled_by_bene_gesserit_worthless_card_in_advanced():
+    state = enter(room(seats=seats(harkonnen=HARK[:5], emperor=None,
+                                   bene_gesserit=["trip-to-gamont"])))
+    mid = trigger(state, "harkonnen").state
+    assert mid.control.response.kind == "ambassador_bonus"
+    after = answer(mid, "bene_gesserit", "trip-to-gamont").state
+    assert len(after.seat("harkonnen").hand) == 6 and after.receipts[0].bonus is None
+
+
+def test_a_hand_changed_during_income_decides_the_bonus():
+    # At 7 the purchase fills the hand; a discard during income makes room again.
+    state = enter(room(seats=seats(harkonnen=HARK[:7], atreides=["karama-2"])))
+    mid = trigger(state, "harkonnen").state
+    assert mid.control.response.kind == "ambassador_income"
+    mid = run(mid, "harkonnen", {"type": "discard", "card": "crysknife"}).state
+    after = answer(mid, "atreides").state
+    assert after.control.response is not None and after.control.response.kind == (
+        "ambassador_bonus")
+    # At 6 the bonus would come, but a draw during income fills the hand first.
+    state = enter(room(seats=seats(harkonnen=HARK[:6], atreides=["karama-2"])))
+    mid = trigger(state, "harkonnen").state
+    mid = run(mid, "harkonnen", {"type": "draw"}).state
+    tx = answer(mid, "atreides")
+    assert "HarkonnenBonusResolved" not in types(tx) and tx.state.control.response is None
+    assert tx.state.receipts[0].stage == "finish" and len(tx.state.seat("harkonnen").hand) == 8
+
+
+def test_capacity_is_rechecked_when_the_bonus_window_resolves():
+    state = enter(room(seats=seats(harkonnen=HARK[:6], emperor=None,
+                                   atreides=["karama-2"])))
+    mid = trigger(state, "harkonnen").state
+    assert mid.control.response.kind == "ambassador_bonus"
+    mid = run(mid, "harkonnen", {"type": "draw"}).state  # 7 -> 8 while the window is open
+    tx = answer(mid, "atreides")
+    resolved = next(e for e in tx.events if e.type == "HarkonnenBonusResolved")
+    assert resolved.card is None and len(tx.state.seat("harkonnen").hand) == 8
+
+
+def test_a_karama_spent_during_income_becomes_the_bonus_card():
+    state = enter(room(deck=["shield-2"], discard=[],
+                       seats=seats(harkonnen=HARK[:4], atreides=["karama-2"])))
+    mid = trigger(state, "harkonnen").state
+    assert mid.deck == [] and mid.discard == []
+    mid = answer(mid, "atreides", "karama-2").state  # cancels the income
+    assert mid.discard == ["karama-2"] and mid.control.response.kind == "ambassador_bonus"
+    tx = answer(mid, "emperor")
+    assert "DiscardReshuffled" in types(tx)
+    after = tx.state
+    assert "karama-2" in after.seat("harkonnen").hand
+    assert after.receipts[0].bonus == "karama-2" and after.receipts[0].card == "shield-2"
+
+
+def test_an_empty_bonus_pool_gives_nothing_and_the_purchase_stands():
+    state = enter(room(deck=["shield-2"], discard=[], seats=seats(harkonnen=HARK[:4])))
+    mid = trigger(state, "harkonnen").state
+    tx = answer(mid, "emperor")
+    resolved = next(e for e in tx.events if e.type == "HarkonnenBonusResolved")
+    assert resolved.card is None and tx.state.seat("harkonnen").hand[-1] == "shield-2"
+
+
+def test_responses_bind_to_the_open_window_and_eligible_seats():
+    state = enter(room(seats=seats(atreides=["karama-2"])))
+    mid = trigger(state, "ecaz").state
+    event = window(mid)
+    assert rejected(mid, "emperor", {"type": "respond", "event": event,
+                                     "action": "pass"}).code == "not_eligible"
+    assert rejected(mid, "harkonnen", {"type": "respond", "event": event,
+                                       "action": "pass"}).code == "not_eligible"
+    assert rejected(mid, "atreides", {"type": "respond", "event": "e1",
+                                      "action": "pass"}).code == "stale_event"
+    assert rejected(mid, "atreides", {"type": "respond", "event": event, "action": "karama",
+                                      "card": "karama-1"}).code == "not_in_hand"
+    # Messages never name another seat's cards or spice.
+    rej = rejected(mid, "atreides", {"type": "respond", "event": event, "action": "karama",
+                                     "card": "karama-1"})
+    assert "emperor" not in rej.message
+
+
+def test_duplicate_final_allowances_resolve_once():
+    state = enter(room(seats=seats(harkonnen=HARK[:5], atreides=["karama-2"])), via="worm")
+    mid = trigger(state, "harkonnen").state
+    cmd = {"type": "respond", "event": window(mid), "action": "pass"}
+    mid = run(mid, "atreides", cmd).state  # income allowed; bonus waits for Atreides, Emperor
+    final = {"type": "respond", "event": window(mid), "action": "pass"}
+    mid = run(mid, "atreides", final).state
+    tx = run(mid, "emperor", final)
+    done = tx.state
+    assert rejected(done, "emperor", final).code == "stale_event"
+    assert rejected(done, "atreides", final).code == "stale_event"
+    assert rejected(mid, "atreides", final).code == "not_eligible"  # already passed
+    assert types(tx).count("WormResumed") == 1 and types(tx).count("HarkonnenBonusResolved") == 1
+    assert done.seat("emperor").spice == 13 and done.seat("harkonnen").spice == 7
+
+
+# --- the BG copy and the cohort ------------------------------------------------------------
+
+BG_TOKENS: dict[str, Any] = {
+    "placed": [{"token": "bene_gesserit", "territory": "carthag"}],
+    "cohort": ["bene_gesserit", "fremen", "guild", "ixians", "tleilaxu"],
+    "used": ["fremen", "guild", "ixians", "tleilaxu"],
+    "copy_pool": ["richese", "emperor", "choam"],
+}
+
+
+def test_bg_copy_of_richese_and_no_premature_cohort_replenishment():
+    state = enter(room(ambassadors=BG_TOKENS, seats=seats(atreides=["karama-2"])),
+                  where="carthag")
+    tx = trigger(state, "harkonnen")
+    assert types(tx) == ["AmbassadorTriggered", "AmbassadorCopyOffered"]
+    offered = tx.state
+    d = offered.control.decision
+    assert (d.kind, d.player) == ("ambassador_copy", "harkonnen")
+    assert offered.ambassadors.removed == ["bene_gesserit"]
+    assert seat_view(offered, "harkonnen")["decision"]["options"] == ["choam", "emperor",
+                                                                      "richese"]
+    assert "options" not in seat_view(offered, "ecaz")["decision"]
+    assert "options" not in public_view(offered)["decision"]
+    copy = {"type": "ambassador_copy", "event": d.event, "token": "richese"}
+    assert rejected(offered, "ecaz", copy).code == "not_your_decision"
+    assert rejected(offered, "harkonnen", {**copy, "token": "fremen"}).code == "not_eligible"
+    assert rejected(offered, "harkonnen", {**copy, "token": "emperor"}).code == (
+        "not_implemented")
+    mid = run(offered, "harkonnen", copy).state
+    # The fifth token is spent, but the cohort waits for the child stages.
+    assert mid.control.response.kind == "ambassador_income"
+    assert mid.ambassadors.cohort == BG_TOKENS["cohort"]
+    assert mid.ambassadors.placed == {} and mid.receipts[0].buyer == "harkonnen"
+    mid = answer(mid, "atreides").state
+    assert mid.control.response.kind == "ambassador_bonus"
+    assert mid.ambassadors.cohort == BG_TOKENS["cohort"]
+    rng = Counting(2)
+    tx = run(mid, "atreides", {"type": "respond", "event": window(mid), "action": "pass"}, rng)
+    tx = run(tx.state, "emperor", {"type": "respond", "event": window(tx.state),
+                                   "action": "pass"}, rng)
+    drawn = [e for e in tx.events if e.type == "AmbassadorCohortDrawn"]
+    assert len(drawn) == 1 and rng.draws == 1
+    amb = tx.state.ambassadors
+    assert len(amb.cohort) == 5 and "bene_gesserit" not in amb.cohort
+    assert "ecaz" not in amb.cohort and amb.used == [] and amb.removed == ["bene_gesserit"]
+    assert sorted(amb.cohort + amb.supply) == sorted(
+        ["atreides", "choam", "emperor", "fremen", "guild", "harkonnen", "ixians",
+         "richese", "tleilaxu"])
+
+
+def test_a_fifth_richese_token_replenishes_only_at_finish():
+    tokens = {"placed": [{"token": "richese", "territory": "arrakeen"}],
+              "cohort": ["richese", "fremen", "guild", "ixians", "tleilaxu"],
+              "used": ["fremen", "guild", "ixians", "tleilaxu"], "copy_pool": []}
+    state = enter(room(ambassadors=tokens, seats=seats(atreides=["karama-2"])))
+    mid = trigger(state, "ecaz").state
+    assert mid.ambassadors.used[-1] == "richese" and mid.ambassadors.cohort == tokens["cohort"]
+    tx = answer(mid, "atreides")
+    assert types(tx).count("AmbassadorCohortDrawn") == 1
+    assert "richese" not in tx.state.ambassadors.used
+
+
+# --- the Box interrupts a window ------------------------------------------------------------
+
+
+def test_a_box_search_suspends_and_restores_a_window_with_its_passes():
+    hands = seats(atreides=["karama-2"], bene_gesserit=["kulon"],
+                  richese={"spice": 10, "hand": [BOX]}, emperor={"spice": 10, "hand": []})
+    state = enter(room(seats=hands, discard=["richese-karama", "shield-1"]))
+    mid = trigger(state, "ecaz").state
+    w = mid.control.response
+    assert w.kind == "ambassador_income"
+    mid = answer(mid, "atreides").state
+    before = mid.control.model_dump()
+    assert before["response"]["passes"] == ["atreides"]
+    opened = run(mid, "richese", {"type": "begin_search", "card": BOX}).state
+    assert opened.control.response is None and opened.search is not None
+    # While the search is open nothing in the ambassador flow advances.
+    assert rejected(opened, "bene_gesserit", {"type": "respond", "event": w.event,
+                                              "action": "pass"}).code == "locked"
+    tx = run(opened, "richese", {"type": "select_card", "search": opened.search.event,
+                                 "card": "richese-karama"})
+    after = tx.state
+    assert after.control.model_dump() == before
+    # The search gave Richese a Karama: the restored window waits for it as well.
+    assert public_view(after)["response"]["waiting"] == ["bene_gesserit", "richese"]
+    after = answer(after, "bene_gesserit").state
+    after = answer(after, "richese", "richese-karama").state
+    assert after.seat("emperor").spice == 10 and after.control.response is None
+
+
+def test_a_box_search_restores_the_ambassador_decision_and_bonus_window():
+    state = enter(room(seats=seats(harkonnen=HARK[:5], emperor=None,
+                                   atreides={"spice": 10, "hand": ["karama-2", BOX]}),
+                       discard=["shield-1", "kulon"]))
+    decision = state.control.model_dump()
+    opened = run(state, "atreides", {"type": "begin_search", "card": BOX}).state
+    assert rejected(opened, "ecaz", {"type": "ambassador_decide",
+                                     "event": decision["decision"]["event"], "trigger": True,
+                                     "beneficiary": "harkonnen"}).code == "locked"
+    restored = run(opened, "atreides", {"type": "select_card", "search": opened.search.event,
+                                        "card": "kulon"}).state
+    assert restored.control.model_dump() == decision
+    mid = trigger(restored, "harkonnen").state
+    assert mid.control.response.kind == "ambassador_bonus"
+    done = answer(mid, "atreides").state
+    assert done.control.response is None and len(done.seat("harkonnen").hand) == 7
+
+
+def test_a_box_search_suspends_a_bonus_window_and_the_purchase_is_not_repeated():
+    hands = seats(harkonnen=HARK[:5], atreides=["karama-2"],
+                  richese={"spice": 10, "hand": [BOX]})
+    state = enter(room(seats=hands, discard=["shield-1", "kulon"]))
+    mid = trigger(state, "harkonnen").state
+    mid = answer(mid, "atreides").state  # income allowed
+    assert mid.control.response.kind == "ambassador_bonus"
+    mid = answer(mid, "emperor").state
+    saved = mid.control.model_dump()
+    receipts = [r.model_dump() for r in mid.receipts]
+    opened = run(mid, "richese", {"type": "begin_search", "card": BOX}).state
+    tx = run(opened, "richese", {"type": "select_card", "search": opened.search.event,
+                                 "card": "kulon"})
+    assert "ResponseWindowClosed" not in types(tx)
+    restored = tx.state
+    assert restored.control.model_dump() == saved and saved["response"]["passes"] == ["emperor"]
+    assert [r.model_dump() for r in restored.receipts] == receipts
+    done = answer(restored, "atreides").state
+    assert done.seat("harkonnen").spice == 7 and len(done.seat("harkonnen").hand) == 7
+    assert done.bank == state.bank + 2 + 3 - 3  # fee, purchase, income
+
+
+# --- layouts ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tokens, message", [
+    ({"placed": [{"token": "sardaukar", "territory": "arrakeen"}]}, "unknown ambassador"),
+    ({"cohort": ["ecaz", "fremen"]}, "own"),
+    ({"cohort": ["fremen"], "used": ["guild"]}, "outside the cohort"),
+    ({"cohort": ["fremen", "guild", "ixians", "tleilaxu", "choam", "emperor"]}, "at most"),
+    ({"cohort": ["fremen"], "removed": ["guild"]}, "BG"),
+    ({"cohort": ["fremen"], "copy_pool": ["fremen"]}, "copy pool"),
+    ({"placed": [{"token": "fremen", "territory": "a"}, {"token": "guild", "territory": "a"}]},
+     "more than once"),
+])
+def test_layout_rejects_bad_tokens(tokens, message):
+    with pytest.raises(LayoutError, match=message):
+        build_room(parse_layout(layout(ambassadors=tokens)), "r", Counting())
+
+
+def test_ecaz_requires_ambassadors_and_ambassadors_require_ecaz():
+    raw = layout()
+    raw["ambassadors"] = None
+    with pytest.raises(LayoutError, match="needs its ambassadors"):
+        build_room(parse_layout(raw), "r", Counting())
+    raw = layout(seats=seats(ecaz=None, harkonnen={"spice": 1, "hand": []}))
+    with pytest.raises(LayoutError, match="only when ecaz"):
+        build_room(parse_layout(raw), "r", Counting())
+
+
+def test_a_layout_without_a_cohort_draws_five_into_the_room_created_event():
+    raw = layout(ambassadors={"placed": []})
+    created = build_room(parse_layout(raw), "r", Counting(5))
+    amb = created.state["ambassadors"]
+    assert len(amb["cohort"]) == 5 and "ecaz" not in amb["cohort"]
+    assert sorted(amb["cohort"] + amb["supply"]) == sorted(
+        t for t in ("atreides", "bene_gesserit", "choam", "emperor", "fremen", "harkonnen",
+                    "ixians", "richese", "guild", "tleilaxu"))
+    assert "bene_gesserit" not in amb["copy_pool"]
+    assert set(amb["copy_pool"]) <= set(amb["supply"])
+
+
+# --- conservation under any interleaving ----------------------------------------------------
+
+MOVES = st.lists(st.tuples(st.sampled_from(["pass", "karama", "draw", "discard", "box",
+                                            "select"]),
+                           st.sampled_from(["harkonnen", "emperor", "atreides",
+                                            "bene_gesserit", "ecaz"])),
+                 max_size=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(moves=MOVES, beneficiary=st.sampled_from(["ecaz", "harkonnen"]),
+       held=st.integers(min_value=0, max_value=7), deck=st.booleans())
+def test_spice_and_cards_are_conserved_at_every_version(moves, beneficiary, held, deck):
+    hands = seats(harkonnen=HARK[:held], atreides={"spice": 4, "hand": ["karama-2", BOX]},
+                  bene_gesserit=["kulon"])
+    kw: dict[str, Any] = {"deck": ["shield-2"], "discard": ["baliset"]} if deck else {}
+    state = enter(room(seats=hands, **kw), via="worm")
+    spice = state.total_spice()
+    versions = [state]
+    state = trigger(state, beneficiary).state
+    versions.append(state)
+    for action, seat in moves:
+        try:
+            s = state
+            if action in ("pass", "karama") and s.control.response is not None:
+                cards = [c for c in s.seat(seat).hand if c in ("karama-1", "karama-2", "kulon")]
+                cmd: dict[str, Any] = {"type": "respond", "event": s.control.response.event,
+                                       "action": "pass"}
+                if action == "karama" and cards:
+                    cmd.update(action="karama", card=cards[0])
+            elif action == "draw":
+                cmd = {"type": "draw"}
+            elif action == "discard" and s.seat(seat).hand:
+                cmd = {"type": "discard", "card": s.seat(seat).hand[-1]}
+            elif action == "box":
+                seat = "atreides"
+                cmd = {"type": "begin_search", "card": BOX}
+            elif action == "select" and s.search is not None:
+                seat = s.search.owner
+                pick = next(c for c in s.search.discard if c != BOX)
+                cmd = {"type": "select_card", "search": s.search.event, "card": pick}
+            else:
+                continue
+            tx = run(s, seat, cmd)
+        except Rejection:
+            continue
+        # Every intermediate version too, by applying the events one at a time.
+        step = state.model_copy(deep=True)
+        for e in tx.events:
+            apply(step, e)
+            conserved(step, spice)
+        state = tx.state
+        versions.append(state)
+    for v in versions:
+        conserved(v, spice)
+    receipts = state.receipts
+    assert len(receipts) <= 1
+    if receipts:
+        assert receipts[0].amount == 3
+
+
+def test_replay_of_the_whole_flow_draws_no_randomness():
+    state = enter(room(seats=seats(harkonnen=HARK[:5], atreides=["karama-2"])), via="worm")
+    events = []
+    tx = trigger(state, "harkonnen")
+    events += tx.events
+    s = tx.state
+    while s.control.response is not None:
+        seat = public_view(s)["response"]["waiting"][0]
+        tx = answer(s, seat)
+        events += tx.events
+        s = tx.state
+    again = state.model_copy(deep=True)
+    for e in events:
+        apply(again, e)
+    assert again == s
