@@ -42,6 +42,12 @@ class Reservation(Model):
     box: str | None = None  # a Truthtrance promise of a future Box activation
 
 
+# The commitments a layout may stage (RULES 3.1): every kind refuses the card
+# alike (`custody.check_own_card`); the names are for people reading a layout.
+COMMITMENT_KINDS = ("battle_plan", "prescience", "ixian_replacement", "black_market",
+                    "retained_loser", "truthtrance")
+
+
 class Commitment(Model):
     """A card committed elsewhere: it cannot be played or given."""
 
