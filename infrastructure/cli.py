@@ -101,9 +101,19 @@ def cmd_room_view(args: argparse.Namespace) -> int:
     if bool(args.seat) == bool(args.public):
         raise Exit(2, "give exactly one of --as FACTION or --public")
     with open_rooms(args.db) as app:
-        if args.public:
-            return query(lambda: app.public_view(args.room))
-        return query(lambda: app.seat_view(args.room, args.seat))
+
+        def read() -> Any:
+            # --wait-version: a version another writer produces, e.g. a command's result.
+            if args.wait_version is not None and not app.wait_for(
+                args.room, args.wait_version, args.timeout
+            ):
+                raise Rejection("timeout", f"the room did not reach version "
+                                           f"{args.wait_version} within {args.timeout:g} s")
+            if args.public:
+                return app.public_view(args.room)
+            return app.seat_view(args.room, args.seat)
+
+        return query(read)
 
 
 def cmd_room_log(args: argparse.Namespace) -> int:
@@ -134,6 +144,39 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"audit found problems in {len(failed)} room(s): {', '.join(failed)}",
               file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from infrastructure.worker import run_worker
+
+    with open_rooms(args.db) as app:
+        return run_worker(app, args.interval, args.once)
+
+
+def cmd_projections_rebuild(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from projections import ReadModels
+
+    with open_rooms(args.db) as app:
+        models = app.read_models
+        assert isinstance(models, ReadModels)
+        started = time.perf_counter()
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+        with Progress(*columns, console=Console(stderr=True)) as bar:
+            task = bar.add_task("rebuilding read models", total=models.head())
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            events = models.rebuild(progress)
+        seconds = time.perf_counter() - started
+        emit({"ok": True, "events": events, "position": models.position(),
+              "seconds": round(seconds, 3)})
     return 0
 
 
@@ -193,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("room")
     view.add_argument("--as", dest="seat", choices=FACTIONS)
     view.add_argument("--public", action="store_true")
+    view.add_argument("--wait-version", type=int, metavar="N",
+                      help="first wait until the room's read model reaches version N")
+    view.add_argument("--timeout", type=float, default=10.0,
+                      help="seconds --wait-version waits (default 10)")
     view.set_defaults(fn=cmd_room_view)
     log = rsub.add_parser("log", help="the public log")
     log.add_argument("room")
@@ -207,6 +254,17 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("room", nargs="?")
     audit.add_argument("--all", action="store_true")
     audit.set_defaults(fn=cmd_audit)
+
+    worker = sub.add_parser("worker", help="follow the event log: projections and autopilot")
+    worker.add_argument("--interval", type=float, default=0.5,
+                        help="seconds between ticks (default 0.5)")
+    worker.add_argument("--once", action="store_true", help="run one tick and exit")
+    worker.set_defaults(fn=cmd_worker)
+
+    proj = sub.add_parser("projections", help="manage the read models")
+    psub = proj.add_subparsers(dest="projections_cmd", required=True, parser_class=Parser)
+    rebuild = psub.add_parser("rebuild", help="drop and rebuild every read model, with progress")
+    rebuild.set_defaults(fn=cmd_projections_rebuild)
 
     serve = sub.add_parser("serve", help="the HTTP API (uvicorn)")
     serve.add_argument("--host", default="127.0.0.1")
