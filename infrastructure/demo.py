@@ -69,4 +69,74 @@ def run_demo(app: RoomsApp) -> int:
     show("Audit", report)
     verdict = "clean" if report["ok"] else "PROBLEMS FOUND"
     print(f"\nRoom {room}: audit {verdict}. Try: dune-ledger audit {room}")
-    return 0 if report["ok"] else 1
+    ambassador_ok = run_ambassador_demo(app)
+    return 0 if report["ok"] and ambassador_ok else 1
+
+
+# --- the second room: a Richese Ambassador purchase (RULES 4) -------------------------
+
+AMBASSADOR_LAYOUT: dict[str, Any] = {
+    "mode": "advanced",
+    "expansions": ["choam_richese", "ecaz_moritani"],
+    "seed": 7,
+    "bank": 500,
+    "turn": 3,
+    "phase": 6,
+    "seats": [
+        {"faction": "ecaz", "spice": 8, "hand": [], "ally": "harkonnen"},
+        {"faction": "harkonnen", "spice": 10,
+         "hand": ["crysknife", "stunner", "chaumas", "shield-1", "snooper-1", "baliset"]},
+        {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
+        {"faction": "atreides", "spice": 8, "hand": ["karama-2"]},
+    ],
+    "discard": ["kulon", "shield-2"],
+    "ambassadors": {
+        "placed": [{"token": "richese", "territory": "arrakeen"},
+                   {"token": "fremen", "territory": "carthag"}],
+        "cohort": ["richese", "fremen", "guild", "ixians", "bene_gesserit"],
+        "used": [],
+        "copy_pool": ["emperor", "choam", "atreides"],
+    },
+}
+
+
+def run_ambassador_demo(app: RoomsApp) -> bool:
+    """Atreides ships into Arrakeen; Ecaz triggers the Richese token for its Harkonnen
+    ally, who buys a card; the Emperor's income and the Harkonnen bonus each get a
+    Karama window; Ecaz never sees its ally's new cards."""
+    created = app.create_room(AMBASSADOR_LAYOUT)
+    room = created["room"]
+    show("Second room: Ecaz's ambassadors (seat tokens are shown once, here)", created)
+
+    entered = step(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
+                                           "via": "shipment"})
+    offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")
+    step(app, room, "ecaz", {"type": "ambassador_decide", "event": offered["event"],
+                             "trigger": True, "beneficiary": "harkonnen"})
+    show("The Emperor's income window (public view)", app.public_view(room)["response"])
+    show("Harkonnen's own view: the bought card and its receipt",
+         {"hand": app.seat_view(room, "harkonnen")["me"]["hand"],
+          "receipts": app.seat_view(room, "harkonnen")["receipts"]})
+    show("Ecaz's view: its ally's hand is a count, the purchase a public stage",
+         {"seats": app.seat_view(room, "ecaz")["seats"],
+          "ambassador": app.seat_view(room, "ecaz")["ambassador"],
+          "receipts": app.seat_view(room, "ecaz")["receipts"]})
+
+    income = app.public_view(room)["response"]["event"]
+    step(app, room, "atreides", {"type": "respond", "event": income, "action": "pass"})
+    show("The Harkonnen bonus window (public view)", app.public_view(room)["response"])
+    bonus = app.public_view(room)["response"]["event"]
+    for seat in ("atreides", "emperor"):
+        step(app, room, seat, {"type": "respond", "event": bonus, "action": "pass"})
+
+    show("Public log", app.public_log(room))
+    for seat in ("ecaz", "harkonnen", "emperor", "atreides"):
+        view = app.seat_view(room, seat)
+        show(f"{seat}'s view", {"me": view["me"], "seats": view["seats"],
+                                "ambassador": view["ambassador"],
+                                "receipts": view["receipts"]})
+    report = audit_room(app, room)
+    show("Audit", report)
+    verdict = "clean" if report["ok"] else "PROBLEMS FOUND"
+    print(f"\nRoom {room}: audit {verdict}. Try: dune-ledger audit {room}")
+    return bool(report["ok"])
