@@ -1,0 +1,205 @@
+"""Autopilot: acting for seats whose autopilot is on (RULES 3.7).
+
+`tick(app)` makes one pass over every room. In each room whose last event is
+at least `pace` seconds old (normal pacing: a human at the table sees each
+step), the first autopilot seat, in seating order, that has something to do
+sends one command through `RoomsApp.execute`, the same path as a person:
+
+- its own open Box search: the one bound selection;
+- an open Semuta window it may react in: take or pass;
+- a response window that lists it as still able to respond: pass.
+
+The choice is made by `choose(profile, view, rng)` from that seat's own view
+(`domain.views.seat_view`) and nothing else: the chooser never sees the
+room state, another seat's hand or the pile order. The only other input is
+the public card catalog. The command carries `expected_version` and a command
+id derived from the room version (`autopilot:<profile>:<version>`), so two
+workers racing on the same room make one selection: the second either finds
+the id already done or the room moved on. The random choice of the easy
+profile comes from the room's seed and version (or the operating system for
+an unseeded room) and is stored like any other outcome: the selected card is
+in the command and in the events it produced.
+
+Profiles, each with its own preference:
+
+- easy: a uniformly random candidate; never spends Semuta (passes).
+- medium: the first weapon, else defense, else special, else worthless card
+  (candidates in their display order); takes with Semuta only a weapon or a
+  defense.
+- hard: the highest value by a fixed table (Karama and Lasgun high, worthless
+  nil); trades Semuta only for a card worth at least a defense.
+- brutal: fills the gap in its own hand first (a weapon when it holds none,
+  then a defense), else the highest value; always takes with Semuta, the
+  best card (a Box above all: another search).
+
+Every profile passes in response windows. An autopilot seat does not ask or
+answer Truthtrance questions, offer gifts or play cards of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from application.rooms import RoomsApp
+from domain import views
+from domain.catalog import CARDS
+from domain.errors import Rejection
+
+PACE_ENV = "DUNE_LEDGER_AUTOPILOT_PACE"
+DEFAULT_PACE = 2.0  # seconds since the room's last event before an autopilot acts
+
+View = dict[str, Any]
+Command = dict[str, Any]
+Chooser = Callable[[str, View, random.Random], Command | None]
+
+CATEGORY_ORDER = ("weapon", "defense", "special", "worthless")
+# Public card values used by hard and brutal: by effect first, then by category.
+EFFECT_VALUE = {"karama": 9, "lasgun": 8, "nullentropy_box": 8, "cheap_hero": 7,
+                "weather_control": 6, "family_atomics": 6, "hajr": 5, "tleilaxu_ghola": 5,
+                "truthtrance": 4}
+CATEGORY_VALUE = {"weapon": 6, "defense": 5, "special": 3, "worthless": 0}
+SEMUTA_WORTH = CATEGORY_VALUE["defense"]
+
+
+def value(card_id: str) -> int:
+    card = CARDS[card_id]
+    if card.effect in EFFECT_VALUE:
+        return EFFECT_VALUE[card.effect]
+    return CATEGORY_VALUE.get(card.category, 0)
+
+
+def _best(ids: list[str]) -> str:
+    # max keeps the first of equals: the display order breaks ties.
+    return max(ids, key=value)
+
+
+def _first_by_category(ids: list[str]) -> str:
+    return min(ids, key=lambda cid: CATEGORY_ORDER.index(CARDS[cid].category))
+
+
+def pick(profile: str, candidates: list[str], hand: list[str], rng: random.Random) -> str:
+    """The card a profile takes from `candidates` (never empty)."""
+    if profile == "easy":
+        return rng.choice(candidates)
+    if profile == "medium":
+        return _first_by_category(candidates)
+    if profile == "hard":
+        return _best(candidates)
+    held = {CARDS[cid].category for cid in hand}
+    for needed in ("weapon", "defense"):
+        wanted = [cid for cid in candidates if CARDS[cid].category == needed]
+        if needed not in held and wanted:
+            return _best(wanted)
+    return _best(candidates)
+
+
+def semuta_choice(profile: str, takeable: list[str], hand: list[str],
+                  rng: random.Random) -> str | None:
+    """The card a profile takes with Semuta, or None to pass."""
+    if not takeable or profile == "easy":
+        return None
+    if profile == "medium":
+        fit = [cid for cid in takeable if CARDS[cid].category in ("weapon", "defense")]
+        return _first_by_category(fit) if fit else None
+    if profile == "hard":
+        best = _best(takeable)
+        return best if value(best) >= SEMUTA_WORTH else None
+    return pick(profile, takeable, hand, rng)
+
+
+def choose(profile: str, view: View, rng: random.Random) -> Command | None:
+    """The one command this seat's autopilot sends now, from its own view alone."""
+    me = view["me"]["faction"]
+    hand = [c["id"] for c in view["me"]["hand"]]
+    box = view.get("nullentropy") or {}
+    search = box.get("search")
+    if search is not None:
+        cards = [c["id"] for c in search.get("cards") or []]
+        if not cards:
+            return None  # a malformed search shows nothing: leave it to an operator
+        return {"type": "select_card", "search": search["event"],
+                "card": pick(profile, cards, hand, rng)}
+    open_search = view.get("search")
+    if open_search is not None or view.get("truthtrance") is not None:
+        return None  # the room is locked, or waits for an answer
+    semuta = view.get("semuta") or {}
+    if semuta.get("eligible"):
+        takeable = [c["id"] for c in semuta["cards"]]
+        chosen = semuta_choice(profile, takeable, hand, rng)
+        if chosen is None:
+            return {"type": "semuta", "event": semuta["event"], "action": "pass"}
+        return {"type": "semuta", "event": semuta["event"], "action": "take", "card": chosen}
+    response = view.get("response") or {}
+    if me in response.get("waiting", []):
+        return {"type": "respond", "event": response["event"], "action": "pass"}
+    return None
+
+
+def rng_for(seed: int | None, version: int, seat: str) -> random.Random:
+    """Seeded rooms choose repeatably per version; others draw from the OS."""
+    if seed is None:
+        return random.SystemRandom()
+    digest = hashlib.sha256(f"autopilot:{seed}:{version}:{seat}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def configured_pace() -> float:
+    raw = os.environ.get(PACE_ENV)
+    if raw is None:
+        return DEFAULT_PACE
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        raise ValueError(f"{PACE_ENV} must be a number of seconds, not {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class Move:
+    room: str
+    seat: str
+    command: Command
+
+
+def plan_room(app: RoomsApp, room_id: str, *, pace: float, now: datetime,
+              chooser: Chooser = choose) -> Move | None:
+    """The next autopilot move in one room, or None (nothing due, or not yet time)."""
+    try:
+        room = app.load(room_id)
+    except Rejection:
+        return None
+    state = room.state
+    seats = [s for s in state.seats if s.autopilot is not None]
+    if not seats:
+        return None
+    last = app.records(room.id, gt=room.version - 1)
+    if last and (now - last[-1].timestamp).total_seconds() < pace:
+        return None
+    for seat in seats:
+        assert seat.autopilot is not None
+        view = views.seat_view(state, seat.faction)
+        command = chooser(seat.autopilot, view, rng_for(state.seed, room.version, seat.faction))
+        if command is None:
+            continue
+        command = {**command, "expected_version": room.version,
+                   "command_id": f"autopilot:{seat.autopilot}:{room.version}"}
+        return Move(room=str(room.id), seat=seat.faction, command=command)
+    return None
+
+
+def tick(app: RoomsApp, *, pace: float | None = None, now: datetime | None = None,
+         chooser: Chooser = choose) -> int:
+    """One pass over every room; returns how many autopilot commands were accepted."""
+    pace = configured_pace() if pace is None else pace
+    now = now or datetime.now(UTC)
+    acted = 0
+    for room_id in list(app.room_ids()):
+        move = plan_room(app, str(room_id), pace=pace, now=now, chooser=chooser)
+        if move is not None and app.execute(move.room, move.seat, move.command)["ok"]:
+            acted += 1
+    return acted
