@@ -380,10 +380,15 @@ def test_harkonnen_bonus_allowed_and_cancelled_with_a_printed_karama():
     assert cancelled.discard[-1] == "karama-1" and cancelled.ambassadors.entry is None
 
 
-def test_bonus_cancelled_by_bene_gesserit_worthless_card_in_advanced():
-    state = enter(room(seats=seats(harkonnen=HARK[:5], emperor=None,
-                                   bene_gesserit=["trip-to-gamont"])))
+@pytest.mark.parametrize("mode", ["advanced", "basic"])
+def test_bonus_cancelled_by_bene_gesserit_worthless_card_only_in_advanced(mode):
+    state = enter(room(mode=mode, seats=seats(harkonnen=HARK[:5], emperor=None,
+                                              bene_gesserit=["trip-to-gamont"])))
     mid = trigger(state, "harkonnen").state
+    if mode == "basic":
+        assert mid.control.response is None and len(mid.seat("harkonnen").hand) == 7
+        assert mid.receipts[0].bonus is not None
+        return
     assert mid.control.response.kind == "ambassador_bonus"
     after = answer(mid, "bene_gesserit", "trip-to-gamont").state
     assert len(after.seat("harkonnen").hand) == 6 and after.receipts[0].bonus is None
@@ -721,3 +726,51 @@ def test_replay_of_the_whole_flow_draws_no_randomness():
     for e in events:
         apply(again, e)
     assert again == s
+
+
+# --- copied-save mutations: a malformed or moved-on state fails closed --------------------
+
+
+def test_a_window_or_decision_from_another_phase_is_stale():
+    state = enter(room(seats=seats(atreides=["karama-2"])))
+    moved = state.model_copy(deep=True)
+    moved.phase = 7
+    assert rejected(moved, "ecaz", {"type": "ambassador_decide",
+                                    "event": state.control.decision.event, "trigger": True,
+                                    "beneficiary": "ecaz"}).code == "stale_event"
+    mid = trigger(state, "ecaz").state
+    moved = mid.model_copy(deep=True)
+    moved.turn = 4
+    assert rejected(moved, "atreides", {"type": "respond", "event": window(mid),
+                                        "action": "pass"}).code == "stale_event"
+
+
+@pytest.mark.parametrize("damage", ["no_receipt", "other_entry", "wrong_stage"])
+def test_a_window_that_no_longer_matches_its_receipt_fails_closed(damage):
+    state = enter(room(seats=seats(atreides=["karama-2"])))
+    mid = trigger(state, "ecaz").state
+    broken = mid.model_copy(deep=True)
+    if damage == "no_receipt":
+        broken.receipts = []
+    elif damage == "other_entry":
+        broken.control.response.data["entry"] = "e1"
+    else:
+        broken.receipts[0].stage = "bonus"
+    rej = rejected(broken, "atreides", {"type": "respond", "event": window(mid),
+                                        "action": "pass"})
+    assert rej.code == "ambassador_invalid"
+
+
+def test_a_semuta_reaction_to_the_spent_karama_waits_behind_the_purchase():
+    hands = seats(harkonnen=HARK[:5], atreides=["karama-2"],
+                  richese={"spice": 5, "hand": ["semuta-drug"]})
+    state = enter(room(seats=hands))
+    mid = trigger(state, "harkonnen").state
+    tx = answer(mid, "atreides", "karama-2")  # cancels the income
+    after = tx.state
+    # The bonus window holds the slot; the Semuta window is queued, not overwritten.
+    assert after.control.response.kind == "ambassador_bonus"
+    assert len((after.semuta or {}).get("queue", [])) == 1
+    done = answer(after, "emperor").state
+    assert done.ambassadors.entry is None
+    assert done.control.response is not None and done.control.response.kind == "semuta"
