@@ -1,0 +1,144 @@
+"""A process SIGKILLed at chosen points of a save leaves the whole command or nothing.
+
+The child process kills itself (a) inside the write transaction, after its
+events reached the server but before the commit, and (b) right after the
+commit, before answering. A fresh process then finds the room either as it
+was or with the whole command; the open search and the suspended response
+window (with its passes) are where they were, the next command goes
+through at once (the dead writer's table lock is gone), and the audit is clean.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from application.audit import audit_room
+from infrastructure.storage import open_rooms
+from tests.test_ambassador import BOX, layout, seats
+
+CTX = mp.get_context("spawn")
+
+
+def doomed(url: str, room: str, seat: str, command: dict[str, Any], point: str) -> None:
+    from eventsourcing.postgres import PostgresApplicationRecorder
+
+    from application.rooms import RoomsApp
+
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if point == "uncommitted":
+        # Called after the inserts were synced to the server, inside the transaction.
+        def fetch_then_die(self: Any, curs: Any, *args: Any, **kw: Any) -> Any:
+            die()
+
+        PostgresApplicationRecorder._fetch_ids_after_insert_events = fetch_then_die  # type: ignore[method-assign]
+    else:
+        save = RoomsApp.save
+
+        def save_then_die(self: Any, *args: Any, **kw: Any) -> Any:
+            save(self, *args, **kw)
+            die()
+
+        RoomsApp.save = save_then_die  # type: ignore[method-assign]
+    app = open_rooms(url)
+    app.execute(room, seat, command)
+    raise AssertionError("the process should have been killed")
+
+
+def kill_during(url: str, room: str, seat: str, command: dict[str, Any], point: str) -> None:
+    proc = CTX.Process(target=doomed, args=(url, room, seat, command, point))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode == -signal.SIGKILL
+
+
+def ok(result: dict[str, Any]) -> dict[str, Any]:
+    assert result["ok"], result
+    return result
+
+
+def window_with_a_search(app: Any) -> tuple[str, str, str]:
+    """Ecaz's income window with Atreides' pass, suspended by an open Box search."""
+    hands = seats(atreides=["karama-2"], bene_gesserit=["kulon"],
+                  richese={"spice": 10, "hand": [BOX]}, emperor={"spice": 10, "hand": []})
+    room = app.create_room(layout(seats=hands, discard=["richese-karama", "shield-1"]))["room"]
+    entered = ok(app.execute(room, "atreides", {"type": "enter_territory",
+                                                "territory": "arrakeen", "via": "worm"}))
+    offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")["event"]
+    ok(app.execute(room, "ecaz", {"type": "ambassador_decide", "event": offered,
+                                  "trigger": True, "beneficiary": "ecaz"}))
+    window = app.load(room).state.control.response.event
+    ok(app.execute(room, "atreides", {"type": "respond", "event": window, "action": "pass"}))
+    opened = ok(app.execute(room, "richese", {"type": "begin_search", "card": BOX}))
+    search = next(e for e in opened["events"] if e["type"] == "SearchOpened")["search"]
+    return room, window, search
+
+
+@pytest.mark.parametrize("point", ["uncommitted", "committed"])
+def test_a_select_killed_mid_save_is_all_or_nothing(pg_url: str, point: str) -> None:
+    app = open_rooms(pg_url)
+    try:
+        room, window, search = window_with_a_search(app)
+        before = app.load(room)
+        select = {"type": "select_card", "search": search, "card": "richese-karama",
+                  "command_id": "sel-1"}
+
+        kill_during(pg_url, room, "richese", select, point)
+    finally:
+        app.close()
+
+    restarted = open_rooms(pg_url)
+    try:
+        after = restarted.load(room)
+        if point == "uncommitted":
+            assert after.version == before.version
+            assert after.state.model_dump() == before.state.model_dump()
+            assert after.state.search is not None and after.state.search.event == search
+            assert after.state.control.response is None  # still suspended by the search
+        else:
+            types = [r.type for r in restarted.records(after.id, gt=before.version)]
+            assert types[:4] == ["CardRetrieved", "PileShuffled", "BoxDiscarded",
+                                 "SearchClosed"]
+            assert after.state.search is None
+        # The client repeats its command: applied exactly once either way.
+        ok(restarted.execute(room, "richese", select))
+        state = restarted.load(room).state
+        assert state.search is None and "richese-karama" in state.seat("richese").hand
+        assert state.control.response is not None
+        assert state.control.response.event == window
+        assert state.control.response.passes == ["atreides"]
+        assert [r.type for r in restarted.records(after.id)].count("CardRetrieved") == 1
+        assert audit_room(restarted, room)["ok"]
+    finally:
+        restarted.close()
+
+
+def test_a_pass_killed_before_commit_leaves_the_window_and_its_passes(pg_url: str) -> None:
+    app = open_rooms(pg_url)
+    try:
+        room, window, search = window_with_a_search(app)
+        ok(app.execute(room, "richese", {"type": "select_card", "search": search,
+                                         "card": "shield-1"}))
+        before = app.load(room)
+        assert before.state.control.response is not None
+    finally:
+        app.close()
+    kill_during(pg_url, room, "bene_gesserit",
+                {"type": "respond", "event": window, "action": "pass"}, "uncommitted")
+    restarted = open_rooms(pg_url)
+    try:
+        after = restarted.load(room)
+        assert after.version == before.version
+        assert after.state.control.response == before.state.control.response
+        assert after.state.control.response.passes == ["atreides"]
+        ok(restarted.execute(room, "bene_gesserit", {"type": "respond", "event": window,
+                                                     "action": "pass"}))
+        assert audit_room(restarted, room)["ok"]
+    finally:
+        restarted.close()
