@@ -1,0 +1,186 @@
+"""The leak scanner: what may each reader know at each version, and did anything say more?
+
+It works from the true state (the full replay of the stream), independently
+of `domain.views` and `projections.guard`: for a reader it computes the card
+ids that are hidden from it, serializes whatever was sent out (a view, a log
+entry, an error, CLI output) to JSON text, and looks for those ids in it.
+
+What a seat may know at a version: its own hand, its receipts, the top of
+the discard pile (face up), removed cards, the Box of an open search (played
+face up), and, only while its own search is open, that search's candidates.
+Everything else is hidden from it: other hands, the deck, the cache and the
+pile below its top (the search inventory and the pile order). The public
+reader knows the same minus anything of a seat's own.
+
+Spice: a seat's view may carry a key `spice` only at `me.spice`; the public
+view and the log carry none.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+from application.rooms import RoomsApp
+from application.stream import Recorded
+from domain.catalog import CARDS, is_box, room_cards
+from domain.events import FeePaid, RoomCreated
+from domain.rules import apply, initial_state
+from domain.state import RoomState
+from projections.read_models import ReadModels
+from projections.store import MemoryStore
+
+TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def all_ids(state: RoomState) -> set[str]:
+    return {c.id for c in room_cards(tuple(state.expansions))}
+
+
+def face_up(state: RoomState) -> set[str]:
+    known = set(state.discard[-1:]) | set(state.removed)
+    if state.search is not None:
+        known.add(state.search.box)
+    return known
+
+
+def hidden_from_public(state: RoomState, event: Any = None) -> set[str]:
+    known = face_up(state)
+    if isinstance(event, FeePaid) and is_box(event.card):
+        known.add(event.card)  # the Box is played face up when its fee is paid
+    return all_ids(state) - known
+
+
+def hidden_from_seat(state: RoomState, seat: str, *, candidates: bool = True) -> set[str]:
+    """Card ids `seat` may not see named in `state`."""
+    known = face_up(state) | set(state.seat(seat).hand)
+    for r in state.receipts:
+        if r.buyer == seat:
+            known.update(c for c in (r.card, getattr(r, "bonus", None)) if c)
+    search = state.search
+    if candidates and search is not None and search.owner == seat:
+        known.update(cid for cid in search.discard if not is_box(cid))
+    return all_ids(state) - known
+
+
+def named(data: Any) -> set[str]:
+    """Every card id in the JSON text of `data` (keys, values and free text)."""
+    text = data if isinstance(data, str) else orjson.dumps(data).decode()
+    return {t for t in TOKEN.findall(text) if t in CARDS}
+
+
+def spice_paths(data: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if k == "spice":
+                found.append((*path, k))
+            found.extend(spice_paths(v, (*path, str(k))))
+    elif isinstance(data, list):
+        for item in data:
+            found.extend(spice_paths(item, (*path, "[]")))
+    return found
+
+
+def seat_view_problems(state: RoomState, seat: str, view: Any, where: str,
+                       *, candidates: bool = True) -> list[str]:
+    problems = [f"{where}: {seat} sees hidden {sorted(leak)}"
+                for leak in [named(view) & hidden_from_seat(state, seat, candidates=candidates)]
+                if leak]
+    extra = [p for p in spice_paths(view) if p != ("me", "spice")]
+    if extra:
+        problems.append(f"{where}: {seat}'s view carries spice at {extra}")
+    if isinstance(view, dict) and "withheld" in view:
+        problems.append(f"{where}: {seat}'s view was withheld by the projection guard")
+    return problems
+
+
+def public_problems(state: RoomState, data: Any, where: str, event: Any = None) -> list[str]:
+    problems = []
+    leak = named(data) & hidden_from_public(state, event)
+    if leak:
+        problems.append(f"{where}: the public sees hidden {sorted(leak)}")
+    if spice_paths(data):
+        problems.append(f"{where}: public data carries spice at {spice_paths(data)}")
+    text = orjson.dumps(data).decode()
+    if "withheld" in text:
+        problems.append(f"{where}: withheld by the projection guard")
+    return problems
+
+
+def error_problems(state: RoomState, seat: str, command: dict[str, Any],
+                   result: dict[str, Any]) -> list[str]:
+    """A rejection may echo what its sender named, nothing else hidden from it."""
+    if result.get("ok"):
+        return []
+    sent = named(command)
+    leak = (named(result) - sent) & hidden_from_seat(state, seat)
+    return [f"error to {seat} for {command} names hidden {sorted(leak)}"] if leak else []
+
+
+def states_by_version(records: list[Recorded]) -> dict[int, RoomState]:
+    """The true state after every version of a stream."""
+    out: dict[int, RoomState] = {}
+    state: RoomState | None = None
+    for rec in records:
+        if isinstance(rec.fact, RoomCreated):
+            state = initial_state(rec.fact)
+        else:
+            assert state is not None
+            apply(state, rec.fact)
+        out[rec.originator_version] = state.model_copy(deep=True)
+    return out
+
+
+def scan_room(app: RoomsApp, room: str) -> list[str]:
+    """Every outbound path of one room, at every version, for every reader.
+
+    - the projected views of every seat and the public view after each event
+      (a fresh projection fed one event at a time, so no version is skipped);
+    - the public log entries, each at the version it was produced;
+    - time travel (`view_at`) for every seat and version;
+    - the live read models the app serves now.
+    """
+    uid = UUID(room)
+    records = app.records(uid)
+    states = states_by_version(records)
+    last = records[-1].originator_version
+    final = states[last]
+    problems: list[str] = []
+    step = ReadModels(None, None, MemoryStore())
+    seen_log = 0
+    for rec in records:
+        v = rec.originator_version
+        state = states[v]
+        step.process([(rec, v)])
+        for seat in state.seats:
+            view = step.seat_view(room, seat.faction)
+            problems += seat_view_problems(state, seat.faction, view, f"v{v} view")
+        problems += public_problems(state, step.public_view(room), f"v{v} public view")
+        log = step.public_log(room)
+        for entry in log[seen_log:]:
+            problems += public_problems(state, entry, f"v{v} log entry", rec.fact)
+        seen_log = len(log)
+        for seat in state.seats:
+            still_open = (state.search is not None and final.search is not None
+                          and final.search.event == state.search.event)
+            past = app.view_at(room, v, seat.faction)
+            problems += seat_view_problems(state, seat.faction, past, f"room at {v}",
+                                           candidates=still_open)
+    for seat in final.seats:
+        problems += seat_view_problems(final, seat.faction, app.seat_view(room, seat.faction),
+                                       "served view")
+    problems += public_problems(final, app.public_view(room), "served public view")
+    by_version = {rec.originator_version: rec.fact for rec in records}
+    for entry in app.public_log(room):
+        v = entry["version"]
+        problems += public_problems(states[v], entry, f"served log v{v}", by_version[v])
+    return problems
+
+
+def true_state(app: RoomsApp, room: str) -> RoomState:
+    records = app.records(UUID(room))
+    return states_by_version(records)[records[-1].originator_version]
