@@ -32,7 +32,10 @@ def app():
         yield app
 
 
-def run(app: Any, room: str, seat: str, command: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+Result = tuple[dict[str, Any], list[str]]
+
+
+def run(app: Any, room: str, seat: str, command: dict[str, Any]) -> Result:
     """Run a command; scan its result (events or error) for what `seat` and the public may know."""
     before = leaks.true_state(app, room)
     result = app.execute(room, seat, command)
@@ -89,15 +92,16 @@ def test_the_scanner_catches_a_leak(app):
     leaky = copy.deepcopy(view)
     leaky["nullentropy"] = owner["nullentropy"]
     assert leaks.seat_view_problems(state, "emperor", leaky, "now")
-    closed = leaks.seat_view_problems(state, "richese", {"s": candidates}, "after", candidates=False)
-    assert closed
+    assert leaks.seat_view_problems(state, "richese", {"s": candidates}, "after",
+                                    candidates=False)
     assert leaks.seat_view_problems(state, "emperor", {"seats": [{"spice": 10}]}, "now")
     assert leaks.public_problems(state, {"text": "richese holds crysknife"}, "log")
 
 
 # --- randomized command sequences ----------------------------------------------------
 
-KINDS = ["draw", "discard", "begin", "begin", "select", "select_wrong", "autopilot", "discard_other"]
+KINDS = ["draw", "discard", "begin", "begin", "select", "select_wrong", "autopilot",
+         "discard_other"]
 
 
 def command_for(state: Any, seat: str, kind: str, pick: int) -> dict[str, Any]:
