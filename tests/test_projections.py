@@ -1,0 +1,261 @@
+"""The read models as projections: exactly once, rebuildable, resumable (SQLite and memory)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import orjson
+import pytest
+from eventsourcing.persistence import Tracking
+
+from application.audit import audit_room
+from infrastructure.demo import BOX_LAYOUT
+from infrastructure.storage import open_rooms
+from infrastructure.worker import Worker
+from projections.follow import Positions, ReadModelProjection
+from projections.read_models import ReadModels, fresh_snapshot
+from projections.store import PUBLIC, SQLiteStore
+
+BOX = "nullentropy-box"
+
+
+def play(app: Any, rooms: int = 2) -> list[str]:
+    """A few rooms with a Box search, draws and discards; reads nothing."""
+    made = []
+    for i in range(rooms):
+        room = app.create_room({**BOX_LAYOUT, "seed": 7 + i})["room"]
+        made.append(room)
+        app.execute(room, "emperor", {"type": "draw"})
+        app.execute(room, "harkonnen", {"type": "discard", "card": "chaumas"})
+        begun = app.execute(room, "richese", {"type": "begin_search", "card": BOX})
+        search = begun["events"][-1]["search"]
+        app.execute(room, "richese", {"type": "select_card", "search": search,
+                                      "card": "maula-pistol"})
+        app.execute(room, "atreides", {"type": "set_autopilot", "enabled": True,
+                                       "profile": "easy"})
+        app.execute(room, "atreides", {"type": "draw"})
+    return made
+
+
+def everything(models: ReadModels, rooms: list[str]) -> dict[str, Any]:
+    return {room: models.snapshot(room) for room in rooms}
+
+
+def fresh(app: Any, rooms: list[str]) -> dict[str, Any]:
+    return {room: fresh_snapshot(UUID(room), app.records(UUID(room))) for room in rooms}
+
+
+def items(app: Any) -> list[Any]:
+    notes = app.recorder.select_notifications(start=1, limit=1000)
+    return app.read_models.decode(notes)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def app(request, tmp_path):
+    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'rm.db'}"
+    with open_rooms(url) as app:
+        yield app
+
+
+def test_reads_see_writes_without_a_worker(app):
+    room = app.create_room(BOX_LAYOUT)["room"]
+    assert app.seat_view(room, "emperor")["version"] == 1
+    result = app.execute(room, "emperor", {"type": "draw"})
+    view = app.seat_view(room, "emperor")
+    assert view["version"] == result["version"] == 2
+    assert len(view["me"]["hand"]) == 2
+    assert [e["type"] for e in app.public_log(room)][-1] == "CardDrawn"
+    assert app.public_view(room)["version"] == 2
+
+
+def test_each_event_is_applied_once_under_redelivery(app):
+    rooms = play(app)
+    models: ReadModels = app.read_models
+    batch = items(app)
+    n = len(batch)
+    models.process(batch[:5])
+    models.process(batch[:5])  # the same batch again
+    models.process(batch[3:9])  # overlapping
+    for item in batch:  # one by one, all of it again
+        models.process([item])
+    models.process(batch)
+    # The library's projection interface, delivering an event twice.
+    projection = ReadModelProjection(Positions(models))
+    rec, nid = batch[-1]
+    projection.process_event(rec, Tracking("DuneLedger", nid))
+    projection.process_event(rec, Tracking("DuneLedger", nid))
+    assert models.position() == n
+    assert everything(models, rooms) == fresh(app, rooms)
+    for room in rooms:
+        seqs = [e["seq"] for e in models.public_log(room)]
+        assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_two_followers_of_one_file_apply_each_event_once(tmp_path):
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    with open_rooms(url) as app:
+        rooms = play(app, rooms=3)
+        # Two independent connections, as two processes would have.
+        followers = [ReadModels(app.recorder, app.mapper, SQLiteStore(str(tmp_path / "two.db")),
+                                batch=3) for _ in range(2)]
+        errors: list[BaseException] = []
+
+        def follow(models: ReadModels) -> None:
+            try:
+                for _ in range(3):
+                    models.catch_up()
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=follow, args=(f,)) for f in followers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert everything(followers[0], rooms) == fresh(app, rooms)
+        assert everything(followers[1], rooms) == fresh(app, rooms)
+
+
+def test_rebuild_equals_incremental(app):
+    rooms = play(app)
+    # Incremental: catch up after every command, as readers do.
+    more = app.create_room(BOX_LAYOUT)["room"]
+    for seat in ("emperor", "harkonnen", "atreides", "emperor"):
+        app.execute(more, seat, {"type": "draw"})
+        app.seat_view(more, seat)
+    rooms.append(more)
+    app.read_models.catch_up()
+    incremental = everything(app.read_models, rooms)
+    assert incremental == fresh(app, rooms)
+    progress: list[tuple[int, int]] = []
+    rebuilt = app.read_models.rebuild(lambda done, total: progress.append((done, total)))
+    assert rebuilt == app.read_models.position() == app.recorder.max_notification_id()
+    assert progress and progress[-1][0] == progress[-1][1] == rebuilt
+    assert everything(app.read_models, rooms) == incremental
+
+
+def test_a_stopped_projection_resumes_where_it_left_off(tmp_path):
+    path = tmp_path / "resume.db"
+    with open_rooms(f"sqlite:///{path}") as app:
+        rooms = play(app)
+        total = app.recorder.max_notification_id()
+        first = ReadModels(app.recorder, app.mapper, SQLiteStore(str(path)), batch=4)
+        assert first.catch_up(stop=total // 2) == total // 2
+        assert first.position() == total // 2
+        first.store.close()
+        # A new process: no cache, only the stored rows and positions.
+        second = ReadModels(app.recorder, app.mapper, SQLiteStore(str(path)), batch=4)
+        assert second.position() == total // 2
+        assert second.catch_up() == total - total // 2
+        assert everything(second, rooms) == fresh(app, rooms)
+
+
+def test_a_failed_batch_changes_nothing_and_is_applied_later(app, monkeypatch):
+    rooms = play(app)
+    models: ReadModels = app.read_models
+    batch = items(app)
+    models.process(batch[:4])
+    before = (models.position(), everything(models, rooms))
+    views = models.projectors[1]
+    original = views.finish
+
+    def broken(tx: Any, touched: Any) -> None:
+        original(tx, touched)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(views, "finish", broken)
+    with pytest.raises(OSError):
+        models.process(batch[4:])
+    # The public log applied its part; the seat views rolled back theirs entirely.
+    assert models.store.position("seat_views") == 4
+    assert everything(models, rooms)[rooms[0]]["views"] == before[1][rooms[0]]["views"]
+    monkeypatch.setattr(views, "finish", original)
+    models.catch_up()
+    assert everything(models, rooms) == fresh(app, rooms)
+
+
+def test_audit_compares_stored_read_models_with_a_fresh_rebuild(tmp_path):
+    path = tmp_path / "audit.db"
+    with open_rooms(f"sqlite:///{path}") as app:
+        room = play(app, rooms=1)[0]
+        assert audit_room(app, room)["checks"]["read_models_match"] == {"ok": True, "details": []}
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE dl_seat_views SET view = replace(view, '\"spice\":10', "
+                       "'\"spice\":99') WHERE seat = 'emperor'")
+            db.execute("DELETE FROM dl_public_log WHERE seq = 2")
+        report = audit_room(app, room)
+        check = report["checks"]["read_models_match"]
+        assert check["ok"] is False and report["ok"] is False
+        assert any("emperor" in d for d in check["details"])
+        assert any("public log" in d for d in check["details"])
+
+
+def test_the_worker_follows_and_runs_its_per_tick_callables(tmp_path):
+    url = f"sqlite:///{tmp_path / 'worker.db'}"
+    with open_rooms(url) as writer, open_rooms(url) as follower:
+        rooms = play(writer)
+        ticks: list[int] = []
+        worker = Worker(follower, interval=0.01, ticks=[lambda app: ticks.append(1)])
+        assert worker.follower == "polling"
+        worker.run(max_ticks=2)
+        assert len(ticks) == 2
+        models: ReadModels = follower.read_models
+        assert models.position() == writer.recorder.max_notification_id()
+        assert everything(models, rooms) == fresh(writer, rooms)
+
+        def boom(app: Any) -> None:
+            raise ValueError("autopilot hiccup")
+
+        Worker(follower, ticks=[boom, lambda app: ticks.append(2)]).tick()
+        assert ticks[-1] == 2  # a failing callable does not stop the others
+
+
+def test_wait_for_a_version_written_by_another_process(tmp_path):
+    url = f"sqlite:///{tmp_path / 'wait.db'}"
+    with open_rooms(url) as app, open_rooms(url) as other:
+        room = app.create_room(BOX_LAYOUT)["room"]
+        assert app.wait_for(room, 1, timeout=1)
+        assert not app.wait_for(room, 2, timeout=0.2)
+        timer = threading.Timer(0.2, other.execute, (room, "emperor", {"type": "draw"}))
+        timer.start()
+        assert app.wait_for(room, 2, timeout=10)
+        timer.join()
+        assert app.read_models.version(room) == 2
+        assert app.read_models.seat_view(room, PUBLIC) is not None
+
+
+def cli(url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", url, *args],
+                          capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def test_cli_rebuild_worker_and_wait_flag(tmp_path):
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with open_rooms(url) as app:
+        rooms = play(app)
+        app.read_models.catch_up()
+        incremental = everything(app.read_models, rooms)
+    done = cli(url, tmp_path, "projections", "rebuild")
+    assert done.returncode == 0, done.stderr
+    out = orjson.loads(done.stdout)
+    assert out["ok"] and out["events"] == out["position"] > 0
+    assert "rebuilding read models" in done.stderr
+    with open_rooms(url) as app:
+        assert everything(app.read_models, rooms) == incremental
+    worker = cli(url, tmp_path, "worker", "--once")
+    assert worker.returncode == 0 and "polling" in worker.stderr
+    version = incremental[rooms[0]]["views"][PUBLIC]["version"]
+    seen = cli(url, tmp_path, "room", "view", rooms[0], "--as", "emperor",
+               "--wait-version", str(version))
+    assert seen.returncode == 0 and orjson.loads(seen.stdout)["version"] == version
+    late = cli(url, tmp_path, "room", "view", rooms[0], "--public",
+               "--wait-version", str(version + 1), "--timeout", "0.2")
+    assert late.returncode == 1
+    assert orjson.loads(late.stdout)["error"]["code"] == "timeout"
