@@ -103,7 +103,13 @@ PG_SETTINGS = {
 
 
 def postgres_pool_settings() -> dict[str, str]:
-    env = {"POSTGRES_PRE_PING": "y"}  # a server restart must not leave dead pooled connections
+    # Pinging every borrowed connection costs a round trip per query (a fifth of a
+    # command); without it a connection the server dropped fails once, the pool
+    # discards it and the library retries the statement on a fresh one.
+    pre_ping = os.environ.get("DUNE_LEDGER_PG_PRE_PING", "").strip().lower()
+    if pre_ping not in ("", "0", "1", "no", "yes"):
+        raise UsageError(f"DUNE_LEDGER_PG_PRE_PING must be yes or no, not '{pre_ping}'")
+    env = {"POSTGRES_PRE_PING": "y" if pre_ping in ("1", "yes") else "n"}
     for ours, (theirs, default) in PG_SETTINGS.items():
         value = os.environ.get(ours, "").strip() or default
         if not value.isdigit():

@@ -73,3 +73,22 @@ def test_long_room_snapshots_load_the_same_state(pg_url: str) -> None:
         assert report["ok"] and report["checks"]["live_state_matches"]["ok"]
     finally:
         app.close()
+
+
+def test_connections_dropped_by_the_server_are_replaced(pg_url: str, pg_admin_url: str) -> None:
+    import psycopg
+
+    app = open_rooms(pg_url)
+    try:
+        room = app.create_room(layout())["room"]
+        assert app.execute(room, "emperor", {"type": "draw"})["ok"]
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (pg_url.rsplit("/", 1)[-1],)).fetchone()
+        assert killed is not None and killed[0] >= 1
+        assert app.execute(room, "harkonnen", {"type": "draw"})["ok"]
+        assert app.load(room).version == 3
+    finally:
+        app.close()
