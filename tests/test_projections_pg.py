@@ -1,0 +1,135 @@
+"""The read models on the real PostgreSQL server (127.0.0.1:5432, user postgres).
+
+A throwaway database `dl_proj_<random>` is created for this module and
+dropped at the end. The worker follows by LISTEN/NOTIFY here.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from eventsourcing.persistence import Tracking
+
+from application.audit import audit_room
+from infrastructure.demo import BOX_LAYOUT
+from infrastructure.storage import open_rooms
+from infrastructure.worker import Worker
+from projections.follow import Positions, ReadModelProjection
+from projections.read_models import ReadModels
+from projections.store import PostgresStore
+from tests.test_projections import everything, fresh, items, play
+
+ADMIN = os.environ.get("DUNE_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[str]:
+    import psycopg
+
+    name = f"dl_proj_{secrets.token_hex(5)}"
+    try:
+        with psycopg.connect(ADMIN, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as e:
+        pytest.fail(f"PostgreSQL is not reachable at {ADMIN}: {e}")
+    admin = urlparse(ADMIN)
+    yield f"{admin.scheme}://{admin.netloc}/{name}"
+    with psycopg.connect(ADMIN, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def wait_until(check: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_reads_see_writes_and_rebuild_equals_incremental(pg):
+    with open_rooms(pg) as app:
+        assert isinstance(app.read_models.store, PostgresStore)
+        rooms = play(app)
+        for room in rooms:
+            assert app.seat_view(room, "emperor")["version"] == app.load(room).version
+        incremental = everything(app.read_models, rooms)
+        assert incremental == fresh(app, rooms)
+        app.read_models.rebuild()
+        assert everything(app.read_models, rooms) == incremental
+        for room in rooms:
+            assert audit_room(app, room)["checks"]["read_models_match"]["ok"] is True
+
+
+def test_redelivery_and_concurrent_followers_apply_each_event_once(pg):
+    with open_rooms(pg) as app, open_rooms(pg) as other:
+        rooms = play(app, rooms=3)
+        app.read_models.rebuild()
+        models: ReadModels = app.read_models
+        batch = items(app)
+        projection = ReadModelProjection(Positions(models))
+        for rec, nid in batch[-4:]:
+            projection.process_event(rec, Tracking("DuneLedger", nid))
+        models.process(batch)
+        # Two apps (two pools, as two processes) catching up on the same database.
+        for more in play(app, rooms=2):
+            rooms.append(more)
+        errors: list[BaseException] = []
+
+        def follow(models: ReadModels) -> None:
+            try:
+                for _ in range(3):
+                    models.catch_up()
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=follow, args=(m,))
+                   for m in (app.read_models, other.read_models)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert everything(app.read_models, rooms) == fresh(app, rooms)
+        for room in rooms:
+            seqs = [e["seq"] for e in app.read_models.public_log(room)]
+            assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_the_worker_follows_by_listen_notify_and_resumes_after_a_stop(pg):
+    with open_rooms(pg) as writer, open_rooms(pg) as follower:
+        models: ReadModels = follower.read_models
+        models.catch_up()
+        worker = Worker(follower, interval=0.05)
+        assert worker.follower == "listen/notify"
+        thread = threading.Thread(target=worker.run)
+        thread.start()
+        try:
+            room = writer.create_room(BOX_LAYOUT)["room"]
+            result = writer.execute(room, "emperor", {"type": "draw"})
+            # Nobody reads through `follower`: only the subscription can move it.
+            assert wait_until(lambda: models.version(room) == result["version"])
+        finally:
+            worker.stop()
+            thread.join()
+        # Written while the worker is stopped; a new worker picks up from its position.
+        stopped_at = models.position()
+        writer.execute(room, "atreides", {"type": "draw"})
+        writer.execute(room, "harkonnen", {"type": "discard", "card": "chaumas"})
+        assert models.position() == stopped_at
+        again = Worker(follower, interval=0.05)
+        thread = threading.Thread(target=again.run)
+        thread.start()
+        try:
+            assert wait_until(lambda: models.version(room) == writer.load(room).version)
+        finally:
+            again.stop()
+            thread.join()
+        assert everything(models, [room]) == fresh(writer, [room])
