@@ -321,7 +321,7 @@ def test_no_token_reads_or_acts_as_another_seat(client: TestClient, rooms: Rooms
 
 
 def json_values() -> st.SearchStrategy[Any]:
-    scalars = (st.none() | st.booleans() | st.integers(-10, 10**12) | st.floats(allow_nan=False)
+    scalars = (st.none() | st.booleans() | st.integers(-10, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
                | st.text(max_size=20) | st.sampled_from(["nullentropy-box", "shield-1", "e3",
                                                           "richese", "pass", "karama-1"]))
     return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
