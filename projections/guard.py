@@ -27,23 +27,9 @@ from domain.state import RoomState
 TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
-def card_ids(data: Any) -> set[str]:
-    """Every card id named anywhere in a JSON-like value, in keys, values or text."""
-    found: set[str] = set()
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if item in CARDS:
-                found.add(item)
-            elif "-" in item or " " in item:
-                found.update(t for t in TOKEN.findall(item) if t in CARDS)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return found
+def card_ids(text: str) -> set[str]:
+    """Every card id named in a stored JSON text: in keys, values or free text."""
+    return {t for t in TOKEN.findall(text) if t in CARDS}
 
 
 def secret_to_all(state: RoomState) -> set[str]:
@@ -55,15 +41,21 @@ def secret_to_all(state: RoomState) -> set[str]:
     return hidden
 
 
-def public_leaks(state: RoomState, data: Any, event: Event | None = None) -> set[str]:
+def public_leaks(state: RoomState, text: str, event: Event | None = None) -> set[str]:
+    named = card_ids(text)
+    if not named:
+        return named
     hidden = secret_to_all(state)
     if isinstance(event, CardRetrieved):
         hidden.add(event.card)
-    return card_ids(data) & hidden
+    return named & hidden
 
 
-def seat_leaks(state: RoomState, seat: str, view: Any, public_ids: set[str]) -> set[str]:
-    allowed = set(public_ids) | set(state.seat(seat).hand)
+def seat_leaks(state: RoomState, seat: str, text: str, public_ids: set[str]) -> set[str]:
+    named = card_ids(text) - public_ids
+    if not named:
+        return named
+    allowed = set(state.seat(seat).hand)
     allowed.update(candidates(state, seat) or ())
     for r in state.receipts:
         if r.buyer == seat:
@@ -71,7 +63,7 @@ def seat_leaks(state: RoomState, seat: str, view: Any, public_ids: set[str]) -> 
     gift = state.gift
     if gift is not None and seat in (gift.get("giver"), gift.get("to")):
         allowed.add(gift["card"])
-    return card_ids(view) - allowed
+    return named - allowed
 
 
 def withheld_view(state: RoomState, seat: str | None) -> dict[str, Any]:

@@ -99,10 +99,11 @@ class PublicLog(Projector):
         entry = views.public_entry(self.seqs[room] + 1, rec.originator_version, rec.fact)
         if entry is None:
             return
-        if guard.public_leaks(state, entry, rec.fact):
-            entry = guard.withheld_entry(entry)
+        text = dumps(entry)
+        if guard.public_leaks(state, text, rec.fact):
+            text = dumps(guard.withheld_entry(entry))
         self.seqs[room] += 1
-        self.rows.append((room, self.seqs[room], rec.originator_version, dumps(entry)))
+        self.rows.append((room, self.seqs[room], rec.originator_version, text))
 
     def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
         rows, self.rows, self.seqs = self.rows, [], {}
@@ -121,9 +122,9 @@ class SeatViews(Projector):
     name = "seat_views"
 
     def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
-        tx.put_views([(room, seat, state.version, dumps(view))
+        tx.put_views([(room, seat, state.version, text)
                       for room, state in touched.items()
-                      for seat, view in render(state).items()])
+                      for seat, text in render(state).items()])
 
 
 class RoomStates:
@@ -159,16 +160,16 @@ class RoomStates:
         return state
 
 
-def render(state: RoomState) -> dict[str, dict[str, Any]]:
-    """The public view and every seat's view of one state, each checked by the guard."""
-    public = views.public_view(state)
+def render(state: RoomState) -> dict[str, str]:
+    """The stored JSON of the public view and every seat's view, each checked by the guard."""
+    public = dumps(views.public_view(state))
     if guard.public_leaks(state, public):
-        public = guard.withheld_view(state, None)
+        public = dumps(guard.withheld_view(state, None))
     out = {PUBLIC: public}
     public_ids = guard.card_ids(public)
     for seat in state.seats:
-        view = views.seat_view(state, seat.faction)
+        view = dumps(views.seat_view(state, seat.faction))
         if guard.seat_leaks(state, seat.faction, view, public_ids):
-            view = guard.withheld_view(state, seat.faction)
+            view = dumps(guard.withheld_view(state, seat.faction))
         out[seat.faction] = view
     return out

@@ -259,3 +259,35 @@ def test_cli_rebuild_worker_and_wait_flag(tmp_path):
                "--wait-version", str(version + 1), "--timeout", "0.2")
     assert late.returncode == 1
     assert orjson.loads(late.stdout)["error"]["code"] == "timeout"
+
+
+def test_the_guard_withholds_a_view_or_entry_that_would_leak(monkeypatch):
+    """Fail closed: a rule module shaping a leaky view or log line gets it withheld."""
+    from domain import views
+    from domain.events import CardRetrieved
+
+    real_view, real_public = views.seat_view, CardRetrieved.public
+
+    def leaky_view(state: Any, faction: str) -> dict[str, Any]:
+        view = real_view(state, faction)
+        view["peek"] = [c for s in state.seats if s.faction != faction for c in s.hand]
+        return view
+
+    def leaky_public(self: Any) -> dict[str, Any]:
+        return {**real_public(self), "card": self.card}
+
+    monkeypatch.setattr(views, "seat_view", leaky_view)
+    monkeypatch.setattr(CardRetrieved, "public", leaky_public)
+    with open_rooms("memory://") as app:
+        room = app.create_room(BOX_LAYOUT)["room"]
+        begun = app.execute(room, "richese", {"type": "begin_search", "card": BOX})
+        app.execute(room, "richese", {"type": "select_card", "card": "baliset",
+                                      "search": begun["events"][-1]["search"]})
+        emperor = app.seat_view(room, "emperor")
+        assert "withheld" in emperor and "baliset" not in str(emperor)
+        retrieved = next(e for e in app.public_log(room) if e["type"] == "CardRetrieved")
+        assert "withheld" in retrieved["text"] and "baliset" not in str(retrieved)
+        # What was not made leaky is served as usual.
+        assert "withheld" not in app.public_view(room)
+        assert all("withheld" not in str(e) for e in app.public_log(room)
+                   if e["type"] != "CardRetrieved")
