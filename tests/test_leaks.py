@@ -222,3 +222,54 @@ def test_cli_outputs_leak_nothing(tmp_path):
     with open_rooms(db) as app:
         problems.extend(leaks.scan_room(app, room))
     assert problems == []
+
+
+def test_http_outputs_leak_nothing(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from infrastructure.http import create_app
+
+    with open_rooms(f"sqlite:///{tmp_path / 'http.db'}") as app, \
+            TestClient(create_app(app)) as client:
+        created = client.post("/rooms", json=BOX_LAYOUT).json()
+        room, tokens = created["room"], created["seats"]
+        problems: list[str] = []
+
+        def as_seat(seat: str) -> dict[str, str]:
+            return {"Authorization": f"Bearer {tokens[seat]}"}
+
+        def scan_reads(where: str) -> None:
+            state = leaks.true_state(app, room)
+            for seat in SEATS:
+                view = client.get(f"/rooms/{room}/view", headers=as_seat(seat))
+                assert view.status_code == 200
+                problems.extend(leaks.seat_view_problems(state, seat, view.json(), where))
+                log = client.get(f"/rooms/{room}/log", headers=as_seat(seat))
+                assert "maula-pistol" not in log.text
+                problems.extend(leaks.public_problems(state, log.json()[-1:], where))
+
+        def command(seat: str, body: dict[str, Any]) -> dict[str, Any]:
+            before = leaks.true_state(app, room)
+            answer = client.post(f"/rooms/{room}/commands", json=body, headers=as_seat(seat))
+            result = answer.json()
+            problems.extend(leaks.error_problems(before, seat, body, result))
+            if result["ok"]:
+                after = leaks.true_state(app, room)
+                problems.extend(leaks.public_problems(after, result["events"], "http result"))
+            return result
+
+        scan_reads("http before")
+        begun = command("richese", {"type": "begin_search", "card": BOX})
+        search = begun["events"][-1]["search"]
+        scan_reads("http during")
+        for seat in ("emperor", "harkonnen"):
+            assert not command(seat, {"type": "select_card", "search": search,
+                                      "card": "maula-pistol"})["ok"]
+            assert not command(seat, {"type": "draw"})["ok"]
+        assert not command("richese", {"type": "select_card", "search": search,
+                                       "card": "crysknife"})["ok"]
+        assert command("richese", {"type": "select_card", "search": search,
+                                   "card": "maula-pistol"})["ok"]
+        scan_reads("http after")
+        problems.extend(leaks.scan_room(app, room))
+        assert problems == []
