@@ -59,9 +59,15 @@ class ReadModelProjection(Projection[Positions]):
             self.models.process_event(domain_event, tracking.notification_id)
 
 
-def subscription_runner(app: RoomsApp, models: ReadModels) -> BaseProjectionRunner[Any]:
-    """Start following a PostgreSQL log by LISTEN/NOTIFY (stop it with `__exit__`)."""
-    models.catch_up()
+def subscription_runner(app: RoomsApp, models: ReadModels,
+                        *, catch_up: bool = True) -> BaseProjectionRunner[Any]:
+    """Start following a PostgreSQL log by LISTEN/NOTIFY (stop it with `__exit__`).
+
+    The subscription starts after the lowest projector position; `catch_up`
+    first applies the backlog in batches rather than one event per transaction.
+    """
+    if catch_up:
+        models.catch_up()
     positions = Positions(models)
     runner: BaseProjectionRunner[Any] = BaseProjectionRunner(
         projection=ReadModelProjection(positions),

@@ -21,7 +21,7 @@ from application.audit import audit_room
 from infrastructure.demo import BOX_LAYOUT
 from infrastructure.storage import open_rooms
 from infrastructure.worker import Worker
-from projections.follow import Positions, ReadModelProjection
+from projections.follow import Positions, ReadModelProjection, subscription_runner
 from projections.read_models import ReadModels
 from projections.store import PostgresStore
 from tests.test_projections import everything, fresh, items, play
@@ -124,12 +124,12 @@ def test_the_worker_follows_by_listen_notify_and_resumes_after_a_stop(pg):
         writer.execute(room, "atreides", {"type": "draw"})
         writer.execute(room, "harkonnen", {"type": "discard", "card": "chaumas"})
         assert models.position() == stopped_at
-        again = Worker(follower, interval=0.05)
-        thread = threading.Thread(target=again.run)
-        thread.start()
+        # The subscription itself (no batch catch-up first) starts after the stored position.
+        runner = subscription_runner(follower, models, catch_up=False)
         try:
             assert wait_until(lambda: models.version(room) == writer.load(room).version)
+            writer.execute(room, "emperor", {"type": "draw"})
+            assert wait_until(lambda: models.version(room) == writer.load(room).version)
         finally:
-            again.stop()
-            thread.join()
+            runner.__exit__(None, None, None)
         assert everything(models, [room]) == fresh(writer, [room])
