@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
+from eventsourcing.persistence import InterfaceError, OperationalError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -51,6 +52,7 @@ STATUS = {
     "conflict": 409,
     "stale_event": 409,
     "busy": 503,
+    "unavailable": 503,
     "internal": 500,
 }
 
@@ -219,6 +221,15 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         response = failure(code, str(exc.detail))
         response.status_code = exc.status_code
         return response
+
+    @api.exception_handler(OperationalError)
+    @api.exception_handler(InterfaceError)
+    async def unavailable(_: Request, exc: Exception) -> JSONResponse:
+        # The database is down or the pool is exhausted: the command was not applied
+        # unless its save committed, and a retry with the same command_id is safe.
+        log.warning("storage unavailable: %s", exc)
+        return failure("unavailable", "storage is unavailable; retry with the same command_id",
+                       headers={"Retry-After": "1"})
 
     @api.exception_handler(Exception)
     async def crashed(_: Request, exc: Exception) -> JSONResponse:

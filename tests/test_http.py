@@ -321,9 +321,11 @@ def test_no_token_reads_or_acts_as_another_seat(client: TestClient, rooms: Rooms
 
 
 def json_values() -> st.SearchStrategy[Any]:
-    scalars = (st.none() | st.booleans() | st.integers(-10, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
-               | st.text(max_size=20) | st.sampled_from(["nullentropy-box", "shield-1", "e3",
-                                                          "richese", "pass", "karama-1"]))
+    names = st.sampled_from(["nullentropy-box", "shield-1", "e3", "richese", "pass",
+                             "karama-1"])
+    scalars = (st.none() | st.booleans() | st.integers(-10, 10**12)
+               | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
+               | names)
     return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
                         | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
 
@@ -446,5 +448,35 @@ def test_dune_ledger_serve_on_postgres(pg_url: str) -> None:
     app = open_rooms(pg_url)  # what the server wrote is in PostgreSQL
     try:
         assert app.load(room).state.search is not None
+    finally:
+        app.close()
+
+
+def test_a_storage_that_cannot_write_is_503_not_500(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    monkeypatch.setenv("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", "1")
+    path = tmp_path / "locked.db"
+    app = open_rooms(f"sqlite:///{path}")
+    try:
+        with TestClient(create_app(app, admin_token=ADMIN)) as client:
+            created = create(client)
+            room, token = created["room"], created["seats"]["emperor"]
+            client.get(f"/rooms/{room}/view", headers=auth(token))
+            other = sqlite3.connect(path, isolation_level=None)
+            other.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+            try:
+                r = client.post(f"/rooms/{room}/commands", headers=auth(token),
+                                json={"type": "draw", "command_id": "d1"})
+            finally:
+                other.execute("ROLLBACK")
+                other.close()
+            assert_error(r, 503, "unavailable")
+            assert r.headers["retry-after"] == "1"
+            assert version(app, room) == 1
+            again = client.post(f"/rooms/{room}/commands", headers=auth(token),
+                                json={"type": "draw", "command_id": "d1"})
+            assert again.status_code == 200 and version(app, room) == 2
     finally:
         app.close()
