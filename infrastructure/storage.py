@@ -92,7 +92,7 @@ PG_SETTINGS = {
     "DUNE_LEDGER_PG_POOL_SIZE": ("POSTGRES_POOL_SIZE", "2"),
     "DUNE_LEDGER_PG_MAX_OVERFLOW": ("POSTGRES_MAX_OVERFLOW", "8"),
     # seconds to connect, or to wait for a free pooled connection
-    "DUNE_LEDGER_PG_CONNECT_TIMEOUT": ("POSTGRES_CONNECT_TIMEOUT", "10"),
+    "DUNE_LEDGER_PG_CONNECT_TIMEOUT": ("POSTGRES_CONNECT_TIMEOUT", "5"),
     # seconds a write waits for the events table lock before it fails (0: forever)
     "DUNE_LEDGER_PG_LOCK_TIMEOUT": ("POSTGRES_LOCK_TIMEOUT", "10"),
     # seconds the server lets a connection sit idle inside a transaction
@@ -143,7 +143,7 @@ def first_use_lock(env: dict[str, str]) -> Iterator[None]:
             dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"],
             port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
             password=env["POSTGRES_PASSWORD"] or None,
-            connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
+            connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "5")),
             autocommit=True,
         )
     except psycopg.OperationalError as e:
