@@ -480,3 +480,13 @@ def test_a_storage_that_cannot_write_is_503_not_500(tmp_path: Path,
             assert again.status_code == 200 and version(app, room) == 2
     finally:
         app.close()
+
+
+@pytest.mark.parametrize("argv", [["serve", "--port", "0"], ["serve", "--workers", "0"],
+                                  ["--db", "bogus://x", "serve"],
+                                  ["--db", "memory://", "serve", "--workers", "2"]])
+def test_serve_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from infrastructure.cli import main
+
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip()
