@@ -213,7 +213,8 @@ def verify(app: Any, rooms: list[str], journals: list[Path]) -> dict[str, Any]:
                                             if e["k"] == "in_flight" and e["landed"]),
         "in_flight_not_stored": sum(1 for e in entries
                                     if e["k"] == "in_flight" and not e["landed"]),
-        "stored_without_ack": len({k[2] for k in appends} - acked_ids),
+        "stored_without_ack": len({k[2] for k in appends if not k[2].startswith("drill-end-")}
+                                  - acked_ids),
         "repeats": sum(1 for e in entries if e["k"] == "repeat"),
         "repeats_differing": sum(1 for e in entries if e["k"] == "repeat" and not e["same"]),
         "lost": lost[:20],
