@@ -293,6 +293,7 @@ def drill(args: argparse.Namespace) -> int:
                    "seconds": round(time.monotonic() - started, 1)})
     failed = (report["lost"] or report["applied_twice"] or report["rejected_but_stored"]
               or report["audit_failures"] or report["repeats_differing"] or crashed
+              or report["stored_without_ack"]
               or report["open_searches_completed"] != report["open_searches_after_restart"])
     report["ok"] = not failed
     print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())

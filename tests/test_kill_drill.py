@@ -33,6 +33,7 @@ def test_killed_workers_lose_nothing_and_apply_nothing_twice(
     assert report["acknowledged_ok"] > 0 and report["events"] > report["rooms"]
     assert report["lost"] == [] and report["applied_twice"] == []
     assert report["rejected_but_stored"] == [] and report["repeats_differing"] == 0
+    assert report["stored_without_ack"] == 0  # every in-flight command was re-sent and answered
     assert report["audit_failures"] == []
     assert report["open_searches_completed"] == report["open_searches_after_restart"]
     assert report["ok"] is True
