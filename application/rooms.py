@@ -174,8 +174,11 @@ class RoomsApp(Application[UUID]):
             raise RuntimeError("no read models: open the app with storage.open_rooms")
         room = str(room_uuid(room_id))
         self.read_models.catch_up()
-        if self.read_models.public_view(room) is None:
+        public = self.read_models.public_view(room)
+        if public is None:
             raise Rejection("unknown_room", f"no room '{room_id}'")
+        if public.get("damaged"):
+            raise Rejection("room_unavailable", public["withheld"])
         return self.read_models, room
 
     def seat_view(self, room_id: str, seat: str) -> dict[str, Any]:

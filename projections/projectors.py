@@ -60,11 +60,21 @@ class Projector:
                     row = tx.room_state(self.name, room)
                     return None if row is None else RoomState.model_validate_json(row[1])
 
+                broken: dict[str, Recorded] = {}
                 for rec, _ in todo:
-                    state = self.states.advance(rec, load)
-                    touched[str(rec.originator_id)] = state
+                    room = str(rec.originator_id)
+                    try:
+                        state = self.states.advance(rec, load)
+                    except ProjectionError:
+                        # Quarantine the room, not the log: other rooms keep moving.
+                        broken[room] = rec
+                        touched.pop(room, None)
+                        continue
+                    touched[room] = state
                     self.applied(tx, rec, state)
                 self.finish(tx, touched)
+                for rec in broken.values():
+                    self.quarantined(tx, rec)
                 # Each room's state is stored once per batch, as of its last event.
                 tx.put_rooms(self.name, [(room, st.version, st.model_dump_json())
                                          for room, st in touched.items()])
@@ -80,6 +90,9 @@ class Projector:
 
     def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
         """The batch is folded: write what it produced."""
+
+    def quarantined(self, tx: Writes, rec: Recorded) -> None:
+        """`rec` does not fold onto its room's state: the room's stream is damaged."""
 
 
 class PublicLog(Projector):
@@ -126,6 +139,13 @@ class SeatViews(Projector):
                       for room, state in touched.items()
                       for seat, text in render(state).items()])
 
+    def quarantined(self, tx: Writes, rec: Recorded) -> None:
+        room = str(rec.originator_id)
+        marker = {"room": room, "version": rec.originator_version, "damaged": True,
+                  "withheld": f"the stream of this room does not replay at version "
+                              f"{rec.originator_version}: an operator should audit it"}
+        tx.put_views([(room, PUBLIC, rec.originator_version, dumps(marker))])
+
 
 class RoomStates:
     """Room states folded from events, kept for the rooms seen most recently."""
@@ -152,7 +172,12 @@ class RoomStates:
                     f"room {room}: event version {rec.originator_version} follows version {have}"
                 )
             state = found
-            apply(state, rec.fact)
+            try:
+                apply(state, rec.fact)
+            except Exception as e:  # the stored fact does not fit: the state is now unusable
+                self.cache.pop(room, None)
+                raise ProjectionError(f"room {room}: version {rec.originator_version} "
+                                      f"({rec.type}) cannot be applied: {e}") from e
         self.cache[room] = state
         self.cache.move_to_end(room)
         while len(self.cache) > self.size:

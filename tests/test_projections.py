@@ -291,3 +291,22 @@ def test_the_guard_withholds_a_view_or_entry_that_would_leak(monkeypatch):
         assert "withheld" not in app.public_view(room)
         assert all("withheld" not in str(e) for e in app.public_log(room)
                    if e["type"] != "CardRetrieved")
+
+
+def test_a_damaged_stream_quarantines_its_room_not_the_others(tmp_path):
+    from domain.errors import Rejection
+
+    path = tmp_path / "damaged.db"
+    with open_rooms(f"sqlite:///{path}") as app:
+        damaged, healthy = play(app)
+        with sqlite3.connect(path) as db:  # lost before any follower projected it
+            db.execute("DELETE FROM stored_events WHERE originator_id = ? "
+                       "AND originator_version = 3", (UUID(damaged).hex,))
+        with pytest.raises(Rejection) as refused:
+            app.seat_view(damaged, "emperor")
+        assert refused.value.code == "room_unavailable"
+        assert app.seat_view(healthy, "emperor")["version"] == app.load(healthy).version
+        app.execute(healthy, "emperor", {"type": "draw"})
+        assert app.public_view(healthy)["version"] == app.load(healthy).version
+        assert app.read_models.position() == app.recorder.max_notification_id()
+        assert audit_room(app, damaged)["ok"] is False
