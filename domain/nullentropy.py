@@ -57,8 +57,8 @@ def check_begin(state: RoomState, actor: str, box: str) -> None:
         raise Rejection("unknown_card", f"no card has the id '{box}'")
     if not card(box).is_box:
         raise Rejection("not_a_box", f"'{box}' is not a Nullentropy Box")
-    if box in state.cache and state.holder(box) is None:
-        raise Rejection("not_in_hand", "a Box in the Richese cache is not in your hand")
+    # One message whether the Box is in the cache or another hand: where it is is not
+    # the sender's business.
     check_own_card(state, actor, box)
     if state.search is not None:
         raise Rejection("locked", "a Nullentropy Box search is already open")

@@ -327,3 +327,13 @@ def test_draw_recycles_the_pile_only_into_an_empty_deck():
     assert [e.type for e in second.events] == ["DiscardReshuffled", "CardDrawn"]
     assert rng.draws == 1
     assert len(second.state.deck) == 1 and second.state.discard == []
+
+
+def test_not_in_hand_says_the_same_wherever_the_box_is():
+    in_cache = layout()
+    in_cache["seats"][0]["hand"] = ["crysknife"]
+    messages = {
+        rejected(state_of(raw), "emperor", {"type": "begin_search", "card": BOX}).message
+        for raw in (layout(), in_cache)
+    }
+    assert len(messages) == 1
