@@ -161,7 +161,8 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     """The API over `rooms` (or a factory called at startup, closed at shutdown).
 
     `admin_token` guards room creation and audit; None reads
-    `DUNE_LEDGER_ADMIN_TOKEN`, and an empty one leaves room creation open.
+    `DUNE_LEDGER_ADMIN_TOKEN`. An empty one leaves room creation and the audit
+    open (for a server on localhost), though a seat token on the audit is still 403.
     """
     if admin_token is None:
         admin_token = os.environ.get("DUNE_LEDGER_ADMIN_TOKEN", "")
@@ -241,7 +242,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     error_body = {"application/json": {"schema": ERROR_SCHEMA}}
     errors: dict[int | str, dict[str, Any]] = {
         s: {"description": "error", "content": error_body}
-        for s in (400, 401, 403, 404, 409, 422)}
+        for s in (400, 401, 403, 404, 409, 422, 503)}
     layout_body = {"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"type": "object", "required": ["seats"],
                    "description": "a layout (INTERFACE 'Layout')"}}}}}
