@@ -181,3 +181,23 @@ def test_processes_starting_on_a_fresh_database_create_the_tables_once(pg_admin_
     finally:
         with psycopg.connect(pg_admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_retried_draw_is_redecided_against_the_reshuffled_deck(app: Any, pg_url: str) -> None:
+    from domain.catalog import room_cards
+
+    base = layout()
+    held = {c for seat in base["seats"] for c in seat["hand"]}
+    pile = [c.id for c in room_cards(("choam_richese",)) if c.zone == "deck" and c.id not in held]
+    room = app.create_room(layout(deck=[], discard=pile))["room"]
+    seats = ["richese", "emperor", "harkonnen", "emperor"]
+    results = race(pg_url, room, [(s, {"type": "draw"}) for s in seats])
+
+    assert all(r["ok"] for r in results), results
+    records = app.records(app.load(room).id)
+    shuffles = [r.fact for r in records if r.type == "DiscardReshuffled"]
+    drawn = [r.fact.card for r in records if r.type == "CardDrawn"]  # type: ignore[attr-defined]
+    # Only the first writer found the deck empty; the others drew from its shuffle.
+    assert len(shuffles) == 1 and len(drawn) == len(seats)
+    assert drawn == shuffles[0].order[: len(seats)]  # type: ignore[attr-defined]
+    assert_clean(app, room)
