@@ -1,7 +1,8 @@
 """Several OS processes serving the same room on one PostgreSQL database.
 
-Each racer is a separate process with its own connection pool; a barrier
-releases them together so their saves collide on the room's version. The
+Each racer is a separate process with its own connection pool; barriers
+make every racer decide on the same version before any of them saves, so
+their saves always collide on the room's version. The
 store's compare-and-set decides the winner; a loser reloads and decides
 again against the new state, so it either succeeds on top of the winner or
 gets a clear rejection. Nothing is applied twice and nothing is lost.
@@ -24,21 +25,39 @@ TIMEOUT = 60
 
 
 def racer(url: str, room: str, seat: str, command: dict[str, Any], barrier: Any,
-          results: Any) -> None:
+          collide: Any, results: Any) -> None:
+    from eventsourcing.persistence import IntegrityError
+
     app = open_rooms(url)
+    conflicts = 0
+    save, first = app.save, [True]
+
+    def colliding_save(*args: Any, **kw: Any) -> Any:
+        # Every racer has decided on the same version before anyone saves: all but one
+        # of the first saves must fail, whatever the scheduler does.
+        nonlocal conflicts
+        if first[0]:
+            first[0] = False
+            collide.wait(timeout=TIMEOUT)
+        try:
+            return save(*args, **kw)
+        except IntegrityError:
+            conflicts += 1
+            raise
+
+    app.save = colliding_save  # type: ignore[method-assign]
     try:
         app.load(room)  # warm the pool so the race is about the save, not the connect
         barrier.wait(timeout=TIMEOUT)
-        results.put(app.execute(room, seat, command))
+        results.put((app.execute(room, seat, command), conflicts))
     finally:
         app.close()
 
 
 def race(url: str, room: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Run each (seat, command) in its own process, all released at once."""
-    barrier = CTX.Barrier(len(jobs))
-    results = CTX.Queue()
-    procs = [CTX.Process(target=racer, args=(url, room, seat, cmd, barrier, results))
+    """Run each (seat, command) in its own process; every one decides on the same version."""
+    barrier, collide, results = CTX.Barrier(len(jobs)), CTX.Barrier(len(jobs)), CTX.Queue()
+    procs = [CTX.Process(target=racer, args=(url, room, seat, cmd, barrier, collide, results))
              for seat, cmd in jobs]
     for p in procs:
         p.start()
@@ -46,7 +65,9 @@ def race(url: str, room: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[di
     for p in procs:
         p.join(timeout=TIMEOUT)
         assert p.exitcode == 0
-    return out
+    # The store, not the scheduler, decided: every loser's first save was refused.
+    assert sum(conflicts for _, conflicts in out) >= len(jobs) - 1
+    return [result for result, _ in out]
 
 
 def event_types(app: Any, room: str) -> Counter[str]:
