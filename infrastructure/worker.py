@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from application import autopilot
 from application.rooms import RoomsApp
 from projections.follow import can_subscribe, subscription_runner
 from projections.read_models import ReadModels
@@ -26,7 +27,7 @@ from projections.read_models import ReadModels
 Tick = Callable[[RoomsApp], Any]
 
 # The per-tick callables every worker runs after the read models caught up.
-TICKS: list[Tick] = []
+TICKS: list[Tick] = [autopilot.tick]
 
 
 class Worker:

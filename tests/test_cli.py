@@ -138,3 +138,18 @@ def test_demo_runs_clean(cli: Cli):
     done = cli("demo")
     assert done.returncode == 0, done.stderr
     assert "audit clean" in done.stdout
+
+
+def test_the_worker_plays_an_autopilot_seat(cli: Cli, monkeypatch):
+    monkeypatch.setenv("DUNE_LEDGER_AUTOPILOT_PACE", "0")
+    room = cli.json("room", "create", cli.write("l.json", orjson.dumps(layout()).decode()))["room"]
+    cli.json("room", "command", room, "--as", "richese",
+             '{"type": "begin_search", "card": "nullentropy-box"}')
+    cli.json("room", "command", room, "--as", "richese",
+             '{"type": "set_autopilot", "enabled": true, "profile": "hard"}')
+    done = cli("worker", "--once")
+    assert done.returncode == 0, done.stderr
+    view = cli.json("room", "view", room, "--as", "richese")
+    assert view["decision"] is None and view["nullentropy"] is None
+    assert len(view["me"]["hand"]) == 2  # crysknife and the card it chose
+    assert cli.json("audit", room)["ok"]
