@@ -6,40 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from domain.commands import parse_command
-from domain.errors import Rejection
 from domain.nullentropy import candidates
-from domain.rules import Tx, decide
+from domain.rules import Tx
 from domain.state import RoomState
-from tests.support import Counting, layout, snapshot, state_of
+from tests.support import Counting, layout, rejected, run, snapshot, state_of, types
 
 BOX = "nullentropy-box"
 
 
-def run(state: RoomState, actor: str, command: dict[str, Any],
-        rng: Counting | None = None) -> Tx:
-    return decide(state, actor, parse_command(command), rng or Counting())
-
-
-def rejected(state: RoomState, actor: str, command: dict[str, Any]) -> Rejection:
-    """The command is refused, and nothing changed: no event, no state, no draw."""
-    before = snapshot(state)
-    rng = Counting()
-    with pytest.raises(Rejection) as info:
-        run(state, actor, command, rng)
-    assert snapshot(state) == before
-    assert rng.draws == 0
-    return info.value
-
-
 def code(state: RoomState, actor: str, command: dict[str, Any]) -> str:
     return rejected(state, actor, command).code
-
-
-def types(tx: Tx) -> list[str]:
-    return [e.type for e in tx.events]
 
 
 def open_search(state: RoomState, owner: str = "richese", box: str = BOX) -> RoomState:

@@ -1,12 +1,16 @@
-"""Shared helpers for the foundation tests: layouts, counting randomness, snapshots."""
+"""Shared test helpers: layouts, counting randomness, running and refusing commands."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
+import pytest
+
+from domain.commands import parse_command
+from domain.errors import Rejection
 from domain.layout import build_room, parse_layout
-from domain.rules import initial_state
+from domain.rules import Tx, decide, initial_state
 from domain.state import RoomState
 from infrastructure.randomness import Source
 
@@ -42,3 +46,39 @@ def state_of(raw: dict[str, Any], seed: int = 5) -> RoomState:
 
 def snapshot(state: RoomState) -> dict[str, Any]:
     return state.model_dump(mode="json")
+
+
+def run(state: RoomState, actor: str, command: dict[str, Any],
+        rng: Counting | None = None) -> Tx:
+    return decide(state, actor, parse_command(command), rng or Counting())
+
+
+def rejected(state: RoomState, actor: str, command: dict[str, Any]) -> Rejection:
+    """The command is refused, and nothing changed: no event, no state, no draw."""
+    before = snapshot(state)
+    rng = Counting()
+    with pytest.raises(Rejection) as info:
+        run(state, actor, command, rng)
+    assert snapshot(state) == before
+    assert rng.draws == 0
+    return info.value
+
+
+def types(tx: Tx) -> list[str]:
+    return [e.type for e in tx.events]
+
+
+class Factory:
+    """A randomness factory for RoomsApp that keeps every source it handed out."""
+
+    def __init__(self) -> None:
+        self.sources: list[Counting] = []
+
+    def __call__(self, seed: int | None, version: int) -> Counting:
+        source = Counting(version)
+        self.sources.append(source)
+        return source
+
+    @property
+    def draws(self) -> int:
+        return sum(s.draws for s in self.sources)

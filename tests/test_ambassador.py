@@ -11,13 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.catalog import room_cards
-from domain.commands import parse_command
 from domain.errors import LayoutError, Rejection
 from domain.layout import build_room, parse_layout
-from domain.rules import Tx, apply, decide, initial_state
+from domain.rules import Tx, apply, initial_state
 from domain.state import RoomState
 from domain.views import public_view, seat_view
-from tests.support import Counting, snapshot
+from tests.support import Counting, rejected, run, types
 
 EXPANSIONS = ["choam_richese", "ecaz_moritani"]
 ALL_CARDS = [c.id for c in room_cards(tuple(EXPANSIONS))]
@@ -72,25 +71,6 @@ def layout(*, deck: list[str] | None = None, discard: list[str] | None = None,
 
 def room(**kw: Any) -> RoomState:
     return initial_state(build_room(parse_layout(layout(**kw)), "room-a", Counting(9)))
-
-
-def run(state: RoomState, actor: str, command: dict[str, Any],
-        rng: Counting | None = None) -> Tx:
-    return decide(state, actor, parse_command(command), rng or Counting())
-
-
-def rejected(state: RoomState, actor: str, command: dict[str, Any]) -> Rejection:
-    before = snapshot(state)
-    rng = Counting()
-    with pytest.raises(Rejection) as info:
-        run(state, actor, command, rng)
-    assert snapshot(state) == before
-    assert rng.draws == 0
-    return info.value
-
-
-def types(tx: Tx) -> list[str]:
-    return [e.type for e in tx.events]
 
 
 def enter(state: RoomState, who: str = "atreides", where: str = "arrakeen",

@@ -11,22 +11,8 @@ import pytest
 
 from application.audit import audit_records, audit_room
 from infrastructure.storage import open_rooms
-from tests.support import Counting
+from tests.support import Factory
 from tests.test_ambassador import BOX, HARK, layout, seats
-
-
-class Factory:
-    def __init__(self) -> None:
-        self.sources: list[Counting] = []
-
-    def __call__(self, seed: int | None, version: int) -> Counting:
-        source = Counting(version)
-        self.sources.append(source)
-        return source
-
-    @property
-    def draws(self) -> int:
-        return sum(s.draws for s in self.sources)
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -6,32 +6,16 @@ import pytest
 
 from domain import catalog
 from domain.catalog import Card
-from domain.commands import parse_command
 from domain.errors import Rejection
-from domain.rules import decide
 from domain.state import RoomState
 from domain.views import public_view, seat_view
-from tests.support import Counting, layout, snapshot, state_of
+from tests.support import Counting, layout, rejected, run, state_of
 
 BOX = "nullentropy-box"
 
 
-def run(state: RoomState, actor: str, command: dict, rng: Counting | None = None):
-    return decide(state, actor, parse_command(command), rng or Counting())
-
-
 def begin(state: RoomState, actor: str = "richese", card: str = BOX):
     return run(state, actor, {"type": "begin_search", "card": card})
-
-
-def rejected(state: RoomState, actor: str, command: dict) -> Rejection:
-    before = snapshot(state)
-    rng = Counting()
-    with pytest.raises(Rejection) as info:
-        run(state, actor, command, rng)
-    assert snapshot(state) == before
-    assert rng.draws == 0
-    return info.value
 
 
 def test_begin_pays_once_and_opens_a_search_without_shuffling():

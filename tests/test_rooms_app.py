@@ -11,25 +11,9 @@ from application.audit import audit_room, state_hash
 from application.stream import Recorded
 from domain.rules import replay
 from infrastructure.storage import RoomMapper, open_rooms
-from tests.support import Counting, layout
+from tests.support import Factory, layout
 
 BOX = "nullentropy-box"
-
-
-class Factory:
-    """A randomness factory that keeps every source it handed out."""
-
-    def __init__(self) -> None:
-        self.sources: list[Counting] = []
-
-    def __call__(self, seed: int | None, version: int) -> Counting:
-        source = Counting(version)
-        self.sources.append(source)
-        return source
-
-    @property
-    def draws(self) -> int:
-        return sum(s.draws for s in self.sources)
 
 
 @pytest.fixture(params=["memory", "sqlite"])
