@@ -191,7 +191,7 @@ def purchase(tx: Tx, buyer: str) -> None:
     entry = entry_of(state)
     assert entry is not None
     seat = state.seat(buyer)
-    able = (seat.spice - state.reserved(buyer) >= PRICE and len(seat.hand) < seat.limit
+    able = (state.free_spice(buyer) >= PRICE and len(seat.hand) < seat.limit
             and can_draw(state))
     if not able:
         tx.emit(AmbassadorNoEffect(event=entry["event"]))

@@ -38,14 +38,6 @@ def display_order(ids: list[str]) -> list[str]:
     return sorted(ids, key=lambda cid: (CARDS[cid].category, CARDS[cid].name, cid))
 
 
-def spendable(state: RoomState, faction: str, box: str) -> int:
-    """Spice free of reservations; a promise of this very activation does not block it."""
-    reserved = sum(
-        r.amount for r in state.reservations if r.faction == faction and r.box != box
-    )
-    return state.seat(faction).spice - reserved
-
-
 def check_begin(state: RoomState, actor: str, box: str) -> None:
     """Every condition of RULES 3.1, pure; raises the first Rejection that applies.
 
@@ -64,7 +56,7 @@ def check_begin(state: RoomState, actor: str, box: str) -> None:
         raise Rejection("locked", "a Nullentropy Box search is already open")
     if state.truthtrance is not None:
         raise Rejection("truthtrance_pending", "a Truthtrance question awaits its answer")
-    if spendable(state, actor, box) < FEE:
+    if state.free_spice(actor, activating=box) < FEE:
         raise Rejection(
             "insufficient_spice", f"the Box costs {FEE} spice free of your reservations"
         )

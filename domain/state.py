@@ -173,6 +173,13 @@ class RoomState(Model):
     def reserved(self, faction: str) -> int:
         return sum(r.amount for r in self.reservations if r.faction == faction)
 
+    def free_spice(self, faction: str, *, activating: str | None = None) -> int:
+        """Spice not promised elsewhere. Activating a Box that a promise names does
+        not count that promise against its own fee (RULES 3.1)."""
+        promised = sum(r.amount for r in self.reservations
+                       if r.faction == faction and (activating is None or r.box != activating))
+        return self.seat(faction).spice - promised
+
     def committed(self, card_id: str) -> str | None:
         for c in self.commitments:
             if c.card == card_id:

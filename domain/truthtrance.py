@@ -110,11 +110,6 @@ GATES.append(answer_first)
 # --- commands -------------------------------------------------------------------
 
 
-def free_spice(state: RoomState, faction: str) -> int:
-    """Spice not yet promised elsewhere."""
-    return state.seat(faction).spice - state.reserved(faction)
-
-
 @handles(c.AskTruthtrance)
 def ask_truthtrance(tx: Tx, actor: str, cmd: c.AskTruthtrance) -> None:
     state = tx.state
@@ -143,7 +138,7 @@ def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
         raise Rejection("stale_event", "that question belongs to another turn or phase")
     promise: dict[str, Any] | None = None
     if isinstance(cmd.promise, c.SpicePromise):
-        if free_spice(state, actor) < cmd.promise.spice:
+        if state.free_spice(actor) < cmd.promise.spice:
             raise Rejection("insufficient_spice",
                             "you cannot promise more spice than you hold free of reservations")
         promise = {"spice": cmd.promise.spice}
@@ -157,7 +152,7 @@ def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
         if any(r.faction == actor and r.box == box for r in state.reservations):
             raise Rejection("already_promised", f"'{box}' is already promised")
         # The promised fee shares the purse with every other obligation.
-        if free_spice(state, actor) < FEE:
+        if state.free_spice(actor) < FEE:
             raise Rejection("insufficient_spice",
                             f"the promised Box fee of {FEE} exceeds your free spice")
         promise = {"box": box}
