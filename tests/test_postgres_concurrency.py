@@ -222,3 +222,47 @@ def test_a_retried_draw_is_redecided_against_the_reshuffled_deck(app: Any, pg_ur
     assert len(shuffles) == 1 and len(drawn) == len(seats)
     assert drawn == shuffles[0].order[: len(seats)]  # type: ignore[attr-defined]
     assert_clean(app, room)
+
+
+@pytest.mark.parametrize("racers", [2, 8])
+def test_racing_final_allowances_pay_once_and_finish_once(app: Any, pg_url: str,
+                                                          racers: int) -> None:
+    """The last pass of the bonus window, sent by many processes: one purchase, one
+    income, one bonus, one cohort replenishment, one worm continuation."""
+    from tests.test_ambassador import HARK, seats
+    from tests.test_ambassador import layout as ambassador_layout
+
+    tokens = {"placed": [{"token": "richese", "territory": "arrakeen"}],
+              "cohort": ["richese", "fremen", "guild", "ixians", "tleilaxu"],
+              "used": ["fremen", "guild", "ixians", "tleilaxu"], "copy_pool": []}
+    room = app.create_room(ambassador_layout(
+        ambassadors=tokens, seats=seats(harkonnen=HARK[:6], atreides=["karama-2"])))["room"]
+    entered = app.execute(room, "atreides", {"type": "enter_territory",
+                                             "territory": "arrakeen", "via": "worm"})
+    offer = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")["event"]
+    assert app.execute(room, "ecaz", {"type": "ambassador_decide", "event": offer,
+                                      "trigger": True, "beneficiary": "harkonnen"})["ok"]
+
+    def allow() -> dict[str, Any]:
+        return {"type": "respond", "event": app.public_view(room)["response"]["event"],
+                "action": "pass"}
+
+    # Income: the one other Karama holder allows it; then the bonus window opens.
+    assert app.public_view(room)["response"]["waiting"] == ["atreides"]
+    assert app.execute(room, "atreides", allow())["ok"]
+    bonus = app.public_view(room)["response"]
+    assert bonus["kind"] == "ambassador_bonus"
+    assert sorted(bonus["waiting"]) == ["atreides", "emperor"]
+    assert app.execute(room, "emperor", allow())["ok"]
+    # The final allowance of the bonus, raced by every process.
+    results = race(pg_url, room, [("atreides", allow())] * racers)
+
+    assert sum(r["ok"] for r in results) == 1
+    assert [r["error"]["code"] for r in results if not r["ok"]] == \
+        ["stale_event"] * (racers - 1)
+    counted = event_types(app, room)
+    assert counted["PurchasePaid"] == 1 and counted["EmperorIncomePaid"] == 1
+    assert counted["HarkonnenBonusResolved"] == 1 and counted["AmbassadorCohortDrawn"] == 1
+    assert counted["WormResumed"] == 1
+    assert app.public_view(room)["response"] is None
+    assert_clean(app, room)
