@@ -50,6 +50,7 @@ def audit_records(room_id: str, records: list[Recorded]) -> tuple[dict[str, Any]
     checks = {name: Check() for name in names}
     state: RoomState | None = None
     cards: Counter[str] = Counter()
+    catalog_ids: frozenset[str] = frozenset()
     spice = 0
     prev_hash = GENESIS
     hands_before: dict[str, int] = {}
@@ -70,6 +71,7 @@ def audit_records(room_id: str, records: list[Recorded]) -> tuple[dict[str, Any]
                     break
                 state = initial_state(fact)
                 cards = Counter(c.id for c in room_cards(tuple(state.expansions)))
+                catalog_ids = frozenset(cards)
                 spice = state.total_spice()
             else:
                 if rec.append == v:
@@ -85,9 +87,13 @@ def audit_records(room_id: str, records: list[Recorded]) -> tuple[dict[str, Any]
             checks["chain_intact"].fail(f"version {v} ({fact.type}) cannot be applied: {e}")
             break
 
-        held_ids = [cid for zone in state.zones().values() for cid in zone]
+        held_ids = state.deck + state.discard + state.cache + state.removed
+        for seat in state.seats:
+            held_ids += seat.hand
         # The catalog ids are unique, so "exactly once" is: same size, same set.
-        if len(held_ids) != len(cards) or set(held_ids) != cards.keys():
+        if len(held_ids) != len(cards) or not catalog_ids.issuperset(held_ids) or len(
+            set(held_ids)
+        ) != len(cards):
             held = Counter(held_ids)
             extra = sorted((held - cards).keys())
             missing = sorted((cards - held).keys())

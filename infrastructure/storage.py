@@ -46,15 +46,17 @@ class RoomMapper(Mapper[UUID]):
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         if isinstance(domain_event, RoomSnapshot):
-            topic, body = "RoomSnapshot", {"state": domain_event.state, "at": domain_event.at}
+            topic = "RoomSnapshot"
+            state = self.transcoder.encode({"state": domain_event.state, "at": domain_event.at})
         else:
+            # The exact bytes the chain hash covers (application/stream.Recorded.body).
             rec = cast(Recorded, domain_event)
-            topic, body = rec.type, rec.payload()
+            topic, state = rec.type, rec.body()
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
             topic=topic,
-            state=self.transcoder.encode(body),
+            state=state,
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
@@ -74,15 +76,17 @@ class RoomMapper(Mapper[UUID]):
         if body["v"] != cls.schema_version:
             fact = cls.upcast(fact, body["v"])
         return Recorded(
-            originator_id=originator_id,
-            originator_version=stored_event.originator_version,
-            fact=cls.model_construct(**fact),
-            prev_hash=body["prev"],
-            seat=body["seat"],
-            command_id=body["cmd"],
-            append=body["append"],
-            at=body["at"],
-            meta=body["meta"],
+            originator_id,
+            stored_event.originator_version,
+            cls.trusted(fact),
+            body["prev"],
+            body["seat"],
+            body["cmd"],
+            body["append"],
+            body["at"],
+            body["meta"],
+            # An upcast payload is not what was stored: hash what was stored.
+            bytes(stored_event.state),
         )
 
 
