@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 from uuid import UUID, uuid4
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError
 
-from application.stream import Recorded, Room, project_room
+from application.stream import Recorded, Room, RoomSnapshot, project_room
 from domain import views
 from domain.commands import parse_command
 from domain.errors import Rejection
@@ -53,7 +53,7 @@ def public_events(records: list[Recorded]) -> list[dict[str, Any]]:
 
 class RoomsApp(Application[UUID]):
     name = "DuneLedger"
-    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Room: 200}
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Room: 50}
     snapshotting_projectors: ClassVar[dict[type[Any], Any]] = {Room: project_room}
 
     def __init__(
@@ -65,6 +65,25 @@ class RoomsApp(Application[UUID]):
             # Per instance, so that one process can run rooms at two intervals (tests).
             self.snapshotting_intervals = {Room: int(interval)}  # type: ignore[misc]
         self.randomness = randomness
+
+    def _take_snapshots(self, processing_event: ProcessingEvent[UUID]) -> None:
+        """Snapshot the room just saved, from memory, when its append crossed an interval.
+
+        The library would reload the room from the store to snapshot it; the
+        saved aggregate already holds exactly the state its events produce.
+        """
+        if self.snapshots is None:
+            return
+        interval = self.snapshotting_intervals.get(Room)
+        if not interval:
+            return
+        for room in processing_event.aggregates.values():
+            if not isinstance(room, Room):
+                continue
+            versions = [e.originator_version for e in processing_event.events
+                        if e.originator_id == room.id]
+            if versions and versions[-1] // interval > (versions[0] - 1) // interval:
+                self.snapshots.put([RoomSnapshot.take(room)])
 
     # --- writes ---------------------------------------------------------------
 
