@@ -1,0 +1,586 @@
+#!/usr/bin/env python3
+"""Every benchmark of issue #7 in one run, each figure a ratio against a baseline of the same run.
+
+    scripts/bench [--quick | --smoke] [--storage sqlite,postgresql] [--markdown]
+        [--before BEFORE.json]
+
+Figures (sizes are for the full run; --quick and --smoke shrink them):
+
+- commands: begin+select commands per second, one room per client, 1 and 4
+  processes (scripts/bench_commands.py), against pgbench single-row INSERTs
+  (PostgreSQL) and raw sqlite3 INSERTs with the library's durability (SQLite).
+- replay: events per second auditing (application/audit.audit_room) a room of
+  10,000 and one of 100,000 events, against merely reading and decoding the
+  same stored events (RoomsApp.records).
+- load: a full replay (every stored event folded, no snapshot) against
+  RoomsApp.load with snapshots, and with the aggregate cache warm; the state
+  hashes must be identical.
+- cost growth: command latency (RoomsApp.execute) at versions 10, 10,000 and
+  100,000 of a room, snapshots on, as a ratio to version 10.
+- memory: peak RSS of a `dune-ledger worker --once` process on a database of
+  10,000 rooms each with an open search, against a bare Python process that
+  imports the same modules.
+
+Long rooms are produced with the real rules (domain.rules.decide on the room
+state with a seeded source: draws, discards and Box searches by several
+seats) and appended in large batches through the Room aggregate and
+RoomsApp.save, not one command each.
+
+The JSON report goes to stdout; the markdown table to stderr (or stdout with
+--markdown). With --before, the table puts an earlier report's figures beside
+this run's. The code measured is whatever `import infrastructure` finds: set
+PYTHONPATH to a worktree to measure another commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import bench_commands  # the command mix and its baselines (scripts/bench_commands.py)
+
+# The code under test: PYTHONPATH first (another worktree), else this checkout.
+sys.path.append(str(Path(__file__).resolve().parent.parent))
+
+from application.audit import audit_room, state_hash  # noqa: E402
+from application.rooms import RoomsApp  # noqa: E402
+from application.stream import Room, project_room  # noqa: E402
+from domain.catalog import CARDS  # noqa: E402
+from domain.errors import Rejection  # noqa: E402
+from domain.rules import decide  # noqa: E402
+from infrastructure import randomness  # noqa: E402
+from infrastructure.demo import BOX_LAYOUT  # noqa: E402
+from infrastructure.storage import open_rooms  # noqa: E402
+
+try:
+    from domain.commands import parse_command  # noqa: E402
+except ImportError:  # pragma: no cover - older trees
+    parse_command = None  # type: ignore[assignment]
+
+CODE_ROOT = Path(sys.modules["infrastructure"].__file__ or ".").resolve().parent.parent
+
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {"rooms": [10_000, 100_000], "versions": [10, 10_000, 100_000], "open_rooms": 10_000,
+             "pairs": 200, "seconds": 5.0, "samples": 40, "loads": 20},
+    "quick": {"rooms": [1_000, 10_000], "versions": [10, 1_000, 10_000], "open_rooms": 500,
+              "pairs": 60, "seconds": 1.5, "samples": 20, "loads": 10},
+    "smoke": {"rooms": [200, 600], "versions": [10, 200, 600], "open_rooms": 30,
+              "pairs": 5, "seconds": 0.3, "samples": 3, "loads": 2},
+}
+PROCS = (1, 4)
+BATCH = 2_000  # events per save while building a long room
+TAIL = 300  # a long room's last events are saved one command at a time
+ROOMS_PER_SAVE = 250  # rooms per save while filling the worker's database
+SPICE = 1_000_000  # enough for every Box fee of a long room
+
+notes: list[str] = []
+
+
+def note(text: str) -> None:
+    notes.append(text)
+    print(f"bench: {text}", file=sys.stderr)
+
+
+def say(text: str) -> None:
+    print(f"bench: {text}", file=sys.stderr, flush=True)
+
+
+def median_time(fn: Callable[[], Any], passes: int) -> float:
+    times = []
+    for _ in range(passes):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+# --- producing rooms with the real rules -------------------------------------------
+
+
+def long_layout(seed: int) -> dict[str, Any]:
+    seats = [{**s, "spice": SPICE} for s in BOX_LAYOUT["seats"]]
+    return {**BOX_LAYOUT, "seed": seed, "seats": seats}
+
+
+def command(raw: dict[str, Any]) -> Any:
+    if parse_command is None:  # pragma: no cover
+        raise RuntimeError("domain.commands.parse_command is missing")
+    return parse_command(raw)
+
+
+def choices(state: Any, turn: int, rng: random.Random) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Commands worth trying next, best first: the first accepted one is played."""
+    seats = [s.faction for s in state.seats]
+    search = state.search
+    if search is not None:
+        for cid in search.discard:
+            if not CARDS[cid].is_box:
+                yield search.owner, {"type": "select_card", "search": search.event, "card": cid}
+                break
+    response = state.control.response
+    if response is not None:
+        for seat in seats:
+            yield seat, {"type": "semuta", "event": response.event, "action": "pass"}
+            yield seat, {"type": "respond", "event": response.event, "action": "pass"}
+    order = seats[turn % len(seats):] + seats[:turn % len(seats)]
+    for seat in order:
+        me = state.seat(seat)
+        box = next((c for c in me.hand if CARDS[c].is_box), None)
+        if box is not None and rng.random() < 0.5:
+            yield seat, {"type": "begin_search", "card": box}
+        if len(me.hand) < me.limit and (state.deck or state.discard) and rng.random() < 0.6:
+            yield seat, {"type": "draw"}
+        if me.hand:
+            yield seat, {"type": "discard", "card": rng.choice(me.hand)}
+        yield seat, {"type": "draw"}
+
+
+def next_move(state: Any, version: int, turn: int,
+              rng: random.Random) -> tuple[str, dict[str, Any], Any]:
+    """The first acceptable command and its decision (drawing from a seeded source)."""
+    for seat, raw in choices(state, turn, rng):
+        try:
+            tx = decide(state, seat, command(raw), randomness.for_room(state.seed, version))
+        except Rejection:
+            continue
+        return seat, raw, tx
+    raise RuntimeError(f"no command is accepted at version {version}")
+
+
+def now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat()
+
+
+def grow(app: RoomsApp, room_id: str, target: int, seed: int) -> int:
+    """Append decided commands to a room until it holds `target` events.
+
+    Saves in batches, except the last TAIL events: one save per command there,
+    as in play, so the room's newest snapshots fall where commands put them
+    (a batch save would leave a snapshot at the very last event).
+    """
+    room = app.load(room_id)
+    rng = random.Random(seed)
+    turn = 0
+    while room.version < target:
+        seat, _, tx = next_move(room.state, room.version, turn, rng)
+        room.record(tx.events, tx.state, seat=seat, command_id=None, at=now())
+        turn += 1
+        if len(room.pending) >= BATCH or room.version >= target - TAIL:
+            app.save(room)
+    if room.pending:
+        app.save(room)
+    return int(room.version)
+
+
+def long_room(app: RoomsApp, events: int, seed: int) -> str:
+    room_id = str(app.create_room(long_layout(seed))["room"])
+    started = time.perf_counter()
+    version = grow(app, room_id, events, seed)
+    say(f"built a room of {version} events in {time.perf_counter() - started:.1f} s")
+    return room_id
+
+
+def rooms_with_open_searches(app: RoomsApp, count: int) -> None:
+    """`count` rooms, each with a paid Box search still open, saved many rooms at a time."""
+    try:
+        from application.rooms import token_hash
+        from domain.layout import build_room, parse_layout
+        from domain.rules import initial_state
+        fast = True
+    except ImportError:  # pragma: no cover - an API moved: one command at a time
+        fast = False
+        note("open rooms built one command at a time (the batch API moved)")
+    from uuid import uuid4
+
+    pending: list[Room] = []
+    for i in range(count):
+        layout_raw = {**BOX_LAYOUT, "seed": i}
+        if fast:
+            layout = parse_layout(layout_raw)
+            rid = uuid4()
+            created = build_room(layout, str(rid), randomness.for_room(layout.seed, 0))
+            room = Room(rid, initial_state(created))
+            room.record([created], None, seat=None, command_id=None, at=now(),
+                        meta={"token_hashes": {s.faction: token_hash(secrets.token_urlsafe(8))
+                                               for s in layout.seats}})
+            tx = decide(room.state, "richese",
+                        command({"type": "begin_search", "card": "nullentropy-box"}),
+                        randomness.for_room(layout.seed, room.version))
+            room.record(tx.events, tx.state, seat="richese", command_id=None, at=now())
+            assert room.state.search is not None
+            pending.append(room)
+            if len(pending) >= ROOMS_PER_SAVE:
+                app.save(*pending)
+                pending = []
+        else:  # pragma: no cover
+            rid2 = app.create_room(layout_raw)["room"]
+            app.execute(rid2, "richese", {"type": "begin_search", "card": "nullentropy-box"})
+    if pending:
+        app.save(*pending)
+
+
+# --- storage ------------------------------------------------------------------------
+
+
+def pg_admin_url() -> str:
+    return os.environ.get("DUNE_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def pg_reachable() -> str | None:
+    """None when the server answers, else why not."""
+    try:
+        import psycopg
+
+        psycopg.connect(pg_admin_url(), connect_timeout=3).close()
+        return None
+    except Exception as e:  # any failure means: skip PostgreSQL with a note
+        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+@contextmanager
+def database(storage: str, tmp: Path, name: str) -> Iterator[str]:
+    """A fresh database URL: a SQLite file in `tmp`, or a throwaway PostgreSQL database."""
+    if storage == "sqlite":
+        yield f"sqlite:///{tmp / (name + '.db')}"
+        return
+    import psycopg
+
+    db = f"dl_bench_{name}_{secrets.token_hex(4)}"
+    admin = pg_admin_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    u = urlparse(admin)
+    try:
+        yield f"{u.scheme}://{u.netloc}/{db}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+LABEL = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+
+
+# --- the figures ----------------------------------------------------------------------
+
+
+def bench_throughput(storage: str, tmp: Path, size: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for procs in PROCS:
+        with database(storage, tmp, f"mix{procs}") as url:
+            mix = bench_commands.run_mix(url, procs, size["pairs"])
+            if storage == "postgresql":
+                base = bench_commands.pgbench_inserts(url, procs, size["seconds"])
+                what = "pgbench single-row INSERT"
+            else:
+                sync = bench_commands.library_synchronous(url)
+                base, raw_sync = bench_commands.sqlite_inserts(
+                    str(tmp / f"raw-{procs}.db"), procs, size["seconds"])
+                what = f"sqlite3 single-row INSERT (WAL, synchronous={raw_sync})"
+                if raw_sync != sync:
+                    note(f"SQLite baseline ran at synchronous={raw_sync}, the library at {sync}")
+        rate = mix["commands_per_s"]
+        rows.append({"storage": storage, "processes": procs, "commands_per_s": round(rate, 1),
+                     "baseline_per_s": round(base, 1), "ratio": round(rate / base, 3),
+                     "baseline": what})
+        say(f"{storage} x{procs}: {rate:.0f} commands/s, baseline {base:.0f}/s")
+    return rows
+
+
+def bench_replay_and_load(app: RoomsApp, cached: RoomsApp, room_id: str, events: int,
+                          storage: str, loads: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    from uuid import UUID
+
+    uid = UUID(room_id)
+    if app.read_models is not None:
+        app.read_models.catch_up()  # the audit compares them: bring them level first
+    passes = 3 if events <= 20_000 else 1
+    read = median_time(lambda: app.records(uid), passes)
+    started = time.perf_counter()
+    report = audit_room(app, room_id)
+    audit = time.perf_counter() - started
+    stored = report["events"]
+    replay = {
+        "storage": storage, "size": events, "events": stored,
+        "audit_events_per_s": round(stored / audit), "audit_s": round(audit, 3),
+        "read_decode_events_per_s": round(stored / read), "read_decode_s": round(read, 3),
+        "ratio": round(read / audit, 3), "audit_ok": report["ok"],
+    }
+    say(f"audit of {stored} events: {stored / audit:,.0f} events/s "
+        f"(read+decode {stored / read:,.0f}/s)")
+
+    def full_replay() -> Any:
+        return project_room(None, app.events.get(uid))
+
+    full = median_time(full_replay, passes)
+    full_hash = state_hash(full_replay().state)
+    snap = median_time(lambda: app.load(uid), loads)
+    snap_hash = state_hash(app.load(uid).state)
+    cached.load(uid)  # warm the aggregate cache
+    warm = median_time(lambda: cached.load(uid), loads)
+    interval = app.snapshotting_intervals.get(Room)
+    warm_hash = state_hash(cached.load(uid).state)
+    load = {
+        "storage": storage, "size": events, "events": stored,
+        "full_replay_ms": round(full * 1000, 2),
+        "snapshot_interval": interval,
+        "snapshot_load_ms": round(snap * 1000, 3), "cache_load_ms": round(warm * 1000, 3),
+        "snapshot_speedup": round(full / snap, 1), "cache_speedup": round(full / warm, 1),
+        "snapshot_hash_matches": snap_hash == full_hash,
+        "cache_hash_matches": warm_hash == full_hash,
+        "audit_hash_matches": report["state_hash"] == full_hash,
+    }
+    say(f"load of {stored} events: full {full * 1000:.0f} ms, snapshot {snap * 1000:.2f} ms, "
+        f"cache {warm * 1000:.2f} ms")
+    return replay, load
+
+
+def latencies(app: RoomsApp, rooms: list[str], samples: int, seed: int) -> list[float]:
+    """Median wall time of RoomsApp.execute on each room, sampled in turn so that
+    warm-up and noise fall on every room alike."""
+    rng = random.Random(seed)
+    times: list[list[float]] = [[] for _ in rooms]
+    for turn in range(samples):
+        for i, room_id in enumerate(rooms):
+            room = app.load(room_id)  # untimed: only to choose a command the rules accept
+            seat, raw, _ = next_move(room.state, room.version, turn, rng)
+            started = time.perf_counter()
+            result = app.execute(room_id, seat, raw)
+            times[i].append(time.perf_counter() - started)
+            if not result["ok"]:
+                raise RuntimeError(f"a sampled command was refused: {result['error']}")
+    return [statistics.median(t) for t in times]
+
+
+def bench_storage_rooms(storage: str, tmp: Path, size: dict[str, Any]
+                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                   list[dict[str, Any]]]:
+    """Replay, load and cost growth share the long rooms of one database."""
+    replays, loads, growth = [], [], []
+    with database(storage, tmp, "long") as url:
+        app = open_rooms(url)
+        cached = open_rooms(url, AGGREGATE_CACHE_MAXSIZE="100")
+        try:
+            # Long rooms end half a snapshot interval past a snapshot: the average
+            # number of events a load folds on top of one.
+            half = int(app.snapshotting_intervals.get(Room, 200)) // 2
+            lengths = sorted(set(size["rooms"]) | set(size["versions"]))
+            rooms = {n: long_room(app, n + (half if n > 100 else 0), seed=n) for n in lengths}
+            for n in size["rooms"]:
+                replay, load = bench_replay_and_load(app, cached, rooms[n], n, storage,
+                                                     size["loads"])
+                replays.append(replay)
+                loads.append(load)
+            warm_up = long_room(app, 10, seed=1)
+            latencies(app, [warm_up], 5, seed=1)
+            versions = {n: app.load(rooms[n]).version for n in size["versions"]}
+            medians = latencies(app, [rooms[n] for n in size["versions"]], size["samples"],
+                                seed=2)
+            for n, median in zip(size["versions"], medians, strict=True):
+                growth.append({"storage": storage, "size": n, "version": versions[n],
+                               "latency_ms": round(median * 1000, 3),
+                               "ratio_to_first": round(median / medians[0], 2)})
+                say(f"{storage}: command latency at version {versions[n]}: "
+                    f"{median * 1000:.2f} ms")
+        finally:
+            cached.close()
+            app.close()
+    return replays, loads, growth
+
+
+CHILD = """
+import json, resource, sys
+{imports}
+rc = {run}
+with open(sys.argv[1], "w") as out:
+    json.dump({{"rc": rc, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}}, out)
+"""
+WORKER_MODULES = ("infrastructure.cli", "infrastructure.worker", "infrastructure.storage",
+                  "application.autopilot", "projections.read_models")
+
+
+def child_rss(tmp: Path, imports: str, run: str, name: str, timeout: float) -> dict[str, Any]:
+    out = tmp / f"{name}.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(CODE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    # Linux carries a process's peak RSS across fork and exec: a child started from
+    # this (large) process would report our peak as its own. A shell in between
+    # forks the child from a small process, so the child's getrusage is its own.
+    done = subprocess.run(["sh", "-c", '"$@"; exit $?', "sh", sys.executable, "-c",
+                           CHILD.format(imports=imports, run=run), str(out)],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0 or not out.exists():
+        raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return dict(json.loads(out.read_text()))
+
+
+def bench_memory(storage: str, tmp: Path, count: int) -> dict[str, Any]:
+    with database(storage, tmp, "worker") as url:
+        app = open_rooms(url)
+        started = time.perf_counter()
+        rooms_with_open_searches(app, count)
+        app.close()
+        say(f"{count} rooms with an open search in {time.perf_counter() - started:.1f} s")
+        imports = "\n".join(f"import {m}" for m in WORKER_MODULES)
+        started = time.perf_counter()
+        worker = child_rss(tmp, imports, f"infrastructure.cli.main(['--db', {url!r}, "
+                           "'worker', '--once'])", "worker", timeout=3600)
+        seconds = time.perf_counter() - started
+        bare = child_rss(tmp, imports, "0", "bare", timeout=600)
+    peak, base = worker["maxrss_kib"] / 1024, bare["maxrss_kib"] / 1024
+    say(f"worker over {count} open rooms: peak RSS {peak:.0f} MiB (bare imports {base:.0f} MiB)")
+    return {"storage": storage, "rooms": count, "worker_peak_rss_mib": round(peak, 1),
+            "bare_rss_mib": round(base, 1), "ratio": round(peak / base, 2),
+            "worker_seconds": round(seconds, 2), "worker_rc": worker["rc"]}
+
+
+# --- the report ---------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    mem = 0.0
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(f.readline().split()[1]) / 1024 / 1024
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "memory_gib": round(mem, 1),
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def code_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "-C", str(CODE_ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except Exception:  # not a git checkout: say nothing
+        return None
+
+
+GOALS = {
+    "commands": "PostgreSQL x1 ≥ 0.35; x4 > x1",
+    "replay": "≥ 100,000 events/s",
+    "load": "≥ 100× faster, same hash",
+    "growth": "flat (≈ 1.0)",
+    "memory": "(lower is better)",
+}
+
+
+def table_rows(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(figure, storage, measured, ratio): one line per figure."""
+    f = report["figures"]
+    rows = []
+    for r in f.get("commands", []):
+        rows.append((f"commands, {r['processes']} process{'es' if r['processes'] > 1 else ''}",
+                     LABEL[r["storage"]],
+                     f"{r['commands_per_s']:,.0f}/s vs {r['baseline_per_s']:,.0f}/s",
+                     f"{r['ratio']:.2f}"))
+    for r in f.get("replay", []):
+        rows.append((f"audit replay, {r['size']:,} events", LABEL[r["storage"]],
+                     f"{r['audit_events_per_s']:,}/s vs {r['read_decode_events_per_s']:,}/s read",
+                     f"{r['ratio']:.2f}"))
+    for r in f.get("load", []):
+        same = "same hash" if r["snapshot_hash_matches"] and r["cache_hash_matches"] else \
+            "HASH DIFFERS"
+        rows.append((f"load, {r['size']:,} events: snapshot", LABEL[r["storage"]],
+                     f"{r['snapshot_load_ms']:.2f} ms vs {r['full_replay_ms']:,.0f} ms full",
+                     f"{r['snapshot_speedup']:,.0f}× ({same})"))
+        rows.append((f"load, {r['size']:,} events: warm cache", LABEL[r["storage"]],
+                     f"{r['cache_load_ms']:.2f} ms vs {r['full_replay_ms']:,.0f} ms full",
+                     f"{r['cache_speedup']:,.0f}×"))
+    for r in f.get("growth", []):
+        rows.append((f"command latency at version {r['size']:,}", LABEL[r["storage"]],
+                     f"{r['latency_ms']:.2f} ms", f"{r['ratio_to_first']:.2f}"))
+    for r in f.get("memory", []):
+        rows.append((f"worker peak RSS, {r['rooms']:,} open rooms", LABEL[r["storage"]],
+                     f"{r['worker_peak_rss_mib']:.0f} MiB vs {r['bare_rss_mib']:.0f} MiB bare",
+                     f"{r['ratio']:.2f}"))
+    return rows
+
+
+def markdown(report: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    m = report["machine"]
+    head = (f"{report['mode']} run, {m['cpus']} CPUs, {m['memory_gib']:.0f} GiB, "
+            f"Python {m['python']}; code at {report['code']['commit']}")
+    lines = [head, ""]
+    if before is None:
+        lines += ["| figure | storage | measured vs baseline | ratio |", "|---|---|---|---:|"]
+        lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in table_rows(report)]
+    else:
+        old = {(a, b): (c, d) for a, b, c, d in table_rows(before)}
+        lines[0] = (f"{head}; before: code at {before['code']['commit']}")
+        lines += ["| figure | storage | before | ratio before | after | ratio after |",
+                  "|---|---|---|---:|---|---:|"]
+        for a, b, c, d in table_rows(report):
+            oc, od = old.get((a, b), ("-", "-"))
+            lines.append(f"| {a} | {b} | {oc} | {od} | {c} | {d} |")
+    if report["notes"]:
+        lines += ["", *[f"- {n}" for n in report["notes"]]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="CI-sized: well under a minute")
+    mode.add_argument("--smoke", action="store_true", help="tiny: only checks every figure runs")
+    p.add_argument("--storage", default="sqlite,postgresql",
+                   help="comma-separated: sqlite, postgresql (skipped when unreachable)")
+    p.add_argument("--only", default="commands,replay,memory",
+                   help="figure groups: commands, replay (replay, load, growth), memory")
+    p.add_argument("--markdown", action="store_true", help="the table on stdout, not the JSON")
+    p.add_argument("--before", type=Path, help="an earlier JSON report to show beside this run")
+    args = p.parse_args(argv)
+    name = "smoke" if args.smoke else "quick" if args.quick else "full"
+    size = SIZES[name]
+    groups = set(args.only.split(","))
+    storages = [s.strip() for s in args.storage.split(",") if s.strip()]
+    if "postgresql" in storages and (why := pg_reachable()) is not None:
+        storages.remove("postgresql")
+        note(f"PostgreSQL skipped: not reachable at {pg_admin_url()} ({why})")
+    figures: dict[str, list[dict[str, Any]]] = {
+        "commands": [], "replay": [], "load": [], "growth": [], "memory": []}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dl-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        for storage in storages:
+            if "commands" in groups:
+                figures["commands"] += bench_throughput(storage, tmp, size)
+            if "replay" in groups:
+                replays, loads, growth = bench_storage_rooms(storage, tmp, size)
+                figures["replay"] += replays
+                figures["load"] += loads
+                figures["growth"] += growth
+            if "memory" in groups and storage == "sqlite":
+                figures["memory"].append(bench_memory(storage, tmp, size["open_rooms"]))
+    report = {
+        "mode": name, "machine": machine(),
+        "code": {"root": str(CODE_ROOT), "commit": code_commit()},
+        "seconds": round(time.perf_counter() - started, 1),
+        "figures": figures, "notes": notes,
+    }
+    table = markdown(report, json.loads(args.before.read_text()) if args.before else None)
+    if args.markdown:
+        print(table)
+    else:
+        print(json.dumps(report, indent=2))
+        print(table, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
