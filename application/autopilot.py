@@ -1,6 +1,8 @@
 """Autopilot: acting for seats whose autopilot is on (RULES 3.7).
 
-`tick(app)` makes one pass over every room. In each room whose last event is
+`tick(app)` makes one pass over the rooms that have an autopilot seat (the
+read models keep that index, so a worker among thousands of rooms loads only
+those). In each room whose last event is
 at least `pace` seconds old (normal pacing: a human at the table sees each
 step), the first autopilot seat, in seating order, that has something to do
 sends one command through `RoomsApp.execute`, the same path as a person:
@@ -192,13 +194,28 @@ def plan_room(app: RoomsApp, room_id: str, *, pace: float, now: datetime,
     return None
 
 
+def candidate_rooms(app: RoomsApp) -> list[str]:
+    """The rooms where some seat's autopilot is on.
+
+    From the read models' autopilot index (caught up first, so a seat turned on a
+    moment ago is found), which costs one query however many rooms there are;
+    without read models, every room of the log (each one loaded by `plan_room`).
+    """
+    models = app.read_models
+    index = getattr(models, "autopilot_rooms", None)
+    if models is None or index is None:
+        return [str(room_id) for room_id in app.room_ids()]
+    models.catch_up()
+    return list(index())
+
+
 def tick(app: RoomsApp, *, pace: float | None = None, now: datetime | None = None,
          chooser: Chooser = choose) -> int:
-    """One pass over every room; returns how many autopilot commands were accepted."""
+    """One pass over the autopilot rooms; returns how many autopilot commands were accepted."""
     pace = configured_pace() if pace is None else pace
     now = now or datetime.now(UTC)
     acted = 0
-    for room_id in list(app.room_ids()):
+    for room_id in candidate_rooms(app):
         move = plan_room(app, str(room_id), pace=pace, now=now, chooser=chooser)
         if move is not None and app.execute(move.room, move.seat, move.command)["ok"]:
             acted += 1

@@ -22,7 +22,7 @@ from domain.events import RoomCreated
 from domain.rules import apply, initial_state
 from domain.state import RoomState
 from projections import guard
-from projections.store import PUBLIC, Entry, Store, Writes
+from projections.store import PUBLIC, Entry, Store, Writes, seats_json
 
 Item = tuple[Recorded, int]  # the stored event and its notification id
 
@@ -138,6 +138,10 @@ class SeatViews(Projector):
         tx.put_views([(room, seat, state.version, text)
                       for room, state in touched.items()
                       for seat, text in render(state).items()])
+        # The autopilot's index: which rooms it must look at (store.autopilot_rooms).
+        tx.put_autopilot([(room, seats_json({s.faction: s.autopilot for s in state.seats
+                                             if s.autopilot is not None}))
+                          for room, state in touched.items()])
 
     def quarantined(self, tx: Writes, rec: Recorded) -> None:
         room = str(rec.originator_id)

@@ -10,6 +10,7 @@ own writes. `rebuild` drops every row and projects the whole log again.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,16 +24,23 @@ from projections.projectors import Item, Projector, PublicLog, SeatViews
 from projections.store import PUBLIC, MemoryStore, Store
 
 BATCH = 500
+# Room states each projector keeps in memory (least recently used first out); an
+# evicted room is read back from its projection's room table, so the bound costs a
+# query, never a replay.
+CACHE_ENV = "DUNE_LEDGER_PROJECTION_CACHE"
+DEFAULT_CACHE = 256
 Progress = Callable[[int, int], None]  # (applied so far, notifications to apply)
 
 
 class ReadModels:
-    def __init__(self, recorder: Any, mapper: Any, store: Store, *, batch: int = BATCH) -> None:
+    def __init__(self, recorder: Any, mapper: Any, store: Store, *, batch: int = BATCH,
+                 cache_size: int | None = None) -> None:
         self.recorder = recorder
         self.mapper = mapper
         self.store = store
         self.batch = batch
-        self.projectors: list[Projector] = [PublicLog(store), SeatViews(store)]
+        size = configured_cache() if cache_size is None else cache_size
+        self.projectors: list[Projector] = [PublicLog(store, size), SeatViews(store, size)]
         self.lock = threading.RLock()
 
     # --- following the log -------------------------------------------------------------
@@ -115,6 +123,10 @@ class ReadModels:
     def public_log(self, room: str) -> list[dict[str, Any]]:
         return [orjson.loads(entry) for entry in self.store.log(room)]
 
+    def autopilot_rooms(self) -> list[str]:
+        """The rooms where some seat's autopilot is on, as far as the models have applied."""
+        return self.store.autopilot_rooms()
+
     def version(self, room: str) -> int | None:
         row = self.store.view(room, PUBLIC)
         return None if row is None else row[0]
@@ -155,6 +167,16 @@ class ReadModels:
                 name = "the public view" if seat == PUBLIC else f"{seat}'s view"
                 details.append(f"{name} differs from a fresh rebuild")
         return {"ok": not details, "details": details}
+
+
+def configured_cache() -> int:
+    raw = os.environ.get(CACHE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CACHE
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{CACHE_ENV} must be a whole number of rooms (at least 1), "
+                         f"not {raw!r}")
+    return int(raw)
 
 
 def fresh_snapshot(room_id: UUID, records: list[Recorded]) -> dict[str, Any]:

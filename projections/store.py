@@ -16,6 +16,11 @@ Tables (shared by both SQL databases):
 - `dl_seat_views(room, seat, version, view)` and `dl_view_rooms(...)`: the
   seat-view projection (every seat's view and the public view, under seat
   `PUBLIC`) and the room state it folds events into.
+- `dl_autopilot_rooms(room, seats)`: written by the seat-view projection, the
+  rooms where some seat's autopilot is on (`seats`: JSON, faction -> profile),
+  so that the autopilot finds its rooms without loading every room. A
+  database whose read models predate the table has it filled from
+  `dl_view_rooms` when the table is created.
 
 A projection keeps each room's state in its own table so that a follower
 that stopped anywhere resumes without reading the stream again.
@@ -31,10 +36,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
+
 PUBLIC = "*public*"  # the seat key of the public view: never a faction name
 
 OWNED = {"public_log": ("dl_public_log", "dl_log_rooms"),
-         "seat_views": ("dl_seat_views", "dl_view_rooms")}
+         "seat_views": ("dl_seat_views", "dl_view_rooms", "dl_autopilot_rooms")}
 ROOMS = {"public_log": "dl_log_rooms", "seat_views": "dl_view_rooms"}
 
 SCHEMA = [
@@ -50,10 +57,24 @@ SCHEMA = [
       "room TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL)"
       for table in ROOMS.values()),
 ]
+AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
+                   "room TEXT PRIMARY KEY, seats TEXT NOT NULL)")
 
 Entry = tuple[str, int, int, str]  # room, seq, version, JSON
 View = tuple[str, str, int, str]  # room, seat, version, JSON
 RoomRow = tuple[str, int, str]  # room, version, JSON state
+Autopilot = tuple[str, str]  # room, JSON {faction: profile} ("{}": none left)
+
+
+def autopilot_seats(state_json: str) -> str:
+    """The autopilot seats of a stored room state, as stored in `dl_autopilot_rooms`."""
+    state = orjson.loads(state_json)
+    return seats_json({s["faction"]: s["autopilot"] for s in state.get("seats", [])
+                       if s.get("autopilot")})
+
+
+def seats_json(seats: dict[str, str]) -> str:
+    return orjson.dumps(seats, option=orjson.OPT_SORT_KEYS).decode()
 
 
 class Writes(ABC):
@@ -81,6 +102,10 @@ class Writes(ABC):
     def put_views(self, rows: list[View]) -> None: ...
 
     @abstractmethod
+    def put_autopilot(self, rows: list[Autopilot]) -> None:
+        """Record each room's autopilot seats; a room with none ("{}") leaves the index."""
+
+    @abstractmethod
     def clear(self, projection: str) -> None:
         """Drop every row the projection owns and its position (for a rebuild)."""
 
@@ -101,6 +126,10 @@ class Store(ABC):
 
     @abstractmethod
     def room_views(self, room: str) -> dict[str, str]: ...
+
+    @abstractmethod
+    def autopilot_rooms(self) -> list[str]:
+        """Every room with an autopilot seat, as of the seat-view projection."""
 
     def close(self) -> None:
         return None
@@ -139,6 +168,9 @@ class MemoryWrites(Writes):
     def put_views(self, rows: list[View]) -> None:
         self.ops.append(("views", rows))
 
+    def put_autopilot(self, rows: list[Autopilot]) -> None:
+        self.ops.append(("autopilot", rows))
+
     def clear(self, projection: str) -> None:
         self.ops.append(("clear", projection))
 
@@ -160,12 +192,19 @@ class MemoryWrites(Writes):
             elif kind == "views":
                 for room, seat, version, view in arg:
                     s.views.setdefault(room, {})[seat] = (version, view)
+            elif kind == "autopilot":
+                for room, seats in arg:
+                    if seats == "{}":
+                        s.autopilot.pop(room, None)
+                    else:
+                        s.autopilot[room] = seats
             elif kind == "clear":
                 s.positions.pop(arg, None)
                 if arg == "public_log":
                     s.entries.clear()
                 else:
                     s.views.clear()
+                    s.autopilot.clear()
                 s.rooms = {k: v for k, v in s.rooms.items() if k[0] != arg}
 
 
@@ -176,6 +215,7 @@ class MemoryStore(Store):
         self.entries: dict[str, list[tuple[int, str]]] = {}
         self.views: dict[str, dict[str, tuple[int, str]]] = {}
         self.rooms: dict[tuple[str, str], tuple[int, str]] = {}
+        self.autopilot: dict[str, str] = {}
 
     @contextmanager
     def transaction(self, projection: str) -> Iterator[Writes]:
@@ -199,6 +239,10 @@ class MemoryStore(Store):
     def room_views(self, room: str) -> dict[str, str]:
         with self.lock:
             return {seat: view for seat, (_, view) in self.views.get(room, {}).items()}
+
+    def autopilot_rooms(self) -> list[str]:
+        with self.lock:
+            return sorted(self.autopilot)
 
 
 # --- SQL (SQLite and PostgreSQL) ------------------------------------------------------
@@ -264,6 +308,13 @@ class SQLWrites(Writes):
             rows,
         )
 
+    def put_autopilot(self, rows: list[Autopilot]) -> None:
+        self.many("DELETE FROM dl_autopilot_rooms WHERE room = ?",
+                  [(room,) for room, seats in rows if seats == "{}"])
+        self.many("INSERT INTO dl_autopilot_rooms (room, seats) VALUES (?, ?) "
+                  "ON CONFLICT (room) DO UPDATE SET seats = excluded.seats",
+                  [row for row in rows if row[1] != "{}"])
+
     def clear(self, projection: str) -> None:
         for table in OWNED[projection]:
             self.c.execute(f"DELETE FROM {table}")
@@ -305,6 +356,20 @@ class SQLStore(Store):
                           (room,))
         return {str(r["s"]): str(r["j"]) for r in rows}
 
+    def autopilot_rooms(self) -> list[str]:
+        return [str(r["r"]) for r in self._rows(
+            "SELECT room AS r FROM dl_autopilot_rooms ORDER BY room", ())]
+
+
+def create_autopilot_index(c: Any, existed: bool, mark: str) -> None:
+    """Create the autopilot index; fill it from the stored room states if it is new."""
+    c.execute(AUTOPILOT_TABLE)
+    if existed:
+        return
+    c.execute("SELECT room AS r, state AS s FROM dl_view_rooms")
+    rows = [(str(r["r"]), autopilot_seats(str(r["s"]))) for r in c.fetchall()]
+    SQLWrites(c, mark).put_autopilot([row for row in rows if row[1] != "{}"])
+
 
 class SQLiteStore(SQLStore):
     """Its own connection to the events' database file, writes under BEGIN IMMEDIATE."""
@@ -317,8 +382,14 @@ class SQLiteStore(SQLStore):
         self.conn.row_factory = sqlite3.Row
         with self.lock:
             self.conn.execute("PRAGMA journal_mode=WAL")
+            c = self.conn.cursor()
+            c.execute("BEGIN IMMEDIATE")
             for statement in SCHEMA:
-                self.conn.execute(statement)
+                c.execute(statement)
+            existed = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                "AND name = 'dl_autopilot_rooms'").fetchone() is not None
+            create_autopilot_index(c, existed, self.mark)
+            self.conn.commit()
 
     @contextmanager
     def transaction(self, projection: str) -> Iterator[Writes]:
@@ -356,6 +427,8 @@ class PostgresStore(SQLStore):
             c.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("dl_schema"),))
             for statement in SCHEMA:
                 c.execute(statement)
+            c.execute("SELECT to_regclass('dl_autopilot_rooms') IS NOT NULL AS e")
+            create_autopilot_index(c, bool(c.fetchone()["e"]), self.mark)
 
     @contextmanager
     def transaction(self, projection: str) -> Iterator[Writes]:
