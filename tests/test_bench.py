@@ -1,0 +1,49 @@
+"""scripts/bench runs end to end and reports every figure (sizes tiny, no timing checked)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_smoke_run_reports_every_figure() -> None:
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "bench"), "--smoke"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    figures = report["figures"]
+    storages = ["sqlite"]
+    if not any(n.startswith("PostgreSQL skipped") for n in report["notes"]):
+        storages.append("postgresql")
+
+    for storage in storages:
+        mix = [r for r in figures["commands"] if r["storage"] == storage]
+        assert sorted(r["processes"] for r in mix) == [1, 4]
+        assert all(r["commands_per_s"] > 0 and r["baseline_per_s"] > 0 for r in mix)
+
+        replays = [r for r in figures["replay"] if r["storage"] == storage]
+        assert len(replays) == 2
+        assert all(r["audit_ok"] and r["events"] >= r["size"] for r in replays)
+
+        loads = [r for r in figures["load"] if r["storage"] == storage]
+        assert len(loads) == 2
+        for r in loads:
+            assert r["snapshot_hash_matches"] and r["cache_hash_matches"]
+            assert r["audit_hash_matches"]
+
+        growth = [r for r in figures["growth"] if r["storage"] == storage]
+        assert [r["ratio_to_first"] > 0 for r in growth] == [True] * 3
+        assert growth[0]["version"] < growth[1]["version"] < growth[2]["version"]
+
+    (memory,) = figures["memory"]
+    assert memory["worker_rc"] == 0
+    assert memory["worker_peak_rss_mib"] > 0 and memory["bare_rss_mib"] > 0
+    assert "| figure | storage |" in done.stderr
