@@ -59,7 +59,7 @@ class Tx:
 
     def emit(self, event: Event) -> None:
         if not self._copied:
-            self.state = self.state.model_copy(deep=True)
+            self.state = self.state.clone()
             self._copied = True
         apply(self.state, event)
         self.events.append(event)

@@ -161,6 +161,10 @@ class RoomState(Model):
     semuta: dict[str, Any] | None = None
     version: int = 0  # the version of the last applied event
 
+    def clone(self) -> RoomState:
+        """An independent copy; dump and validate is four times faster than deepcopy."""
+        return RoomState.model_validate(self.model_dump())
+
     def seat(self, faction: str) -> Seat:
         for s in self.seats:
             if s.faction == faction:
