@@ -1,11 +1,11 @@
 """Autopilot: acting for seats whose autopilot is on (RULES 3.7).
 
-`tick(app)` makes one pass over the rooms that have an autopilot seat (the
-read models keep that index, so a worker among thousands of rooms loads only
-those). In each room whose last event is
-at least `pace` seconds old (normal pacing: a human at the table sees each
-step), the first autopilot seat, in seating order, that has something to do
-sends one command through `RoomsApp.execute`, the same path as a person:
+`tick(app)` makes one pass over the rooms where an autopilot seat is asked
+for something (the read models keep that index, so a worker among thousands
+of rooms loads only those). In each room whose last event is at least `pace`
+seconds old (normal pacing: a human at the table sees each step), the first
+autopilot seat, in seating order, that has something to do sends one command
+through `RoomsApp.execute`, the same path as a person:
 
 - its own open Box search: the one bound selection;
 - an open Semuta window it may react in: take or pass;
@@ -143,6 +143,15 @@ def choose(profile: str, view: View, rng: random.Random) -> Command | None:
     return None
 
 
+def has_prompt(view: View) -> bool:
+    """Whether the seat's own view asks it for something: exactly when `choose` answers.
+
+    Every profile answers the same prompts (only what it answers differs), and the
+    medium profile draws no randomness, so it stands for all of them.
+    """
+    return choose("medium", view, random.Random(0)) is not None
+
+
 def rng_for(seed: int | None, version: int, seat: str) -> random.Random:
     """Seeded rooms choose repeatably per version; others draw from the OS."""
     if seed is None:
@@ -195,18 +204,18 @@ def plan_room(app: RoomsApp, room_id: str, *, pace: float, now: datetime,
 
 
 def candidate_rooms(app: RoomsApp) -> list[str]:
-    """The rooms where some seat's autopilot is on.
+    """The rooms where an autopilot seat is asked for something (a search, a window).
 
-    From the read models' autopilot index (caught up first, so a seat turned on a
-    moment ago is found), which costs one query however many rooms there are;
-    without read models, every room of the log (each one loaded by `plan_room`).
+    From the read models' autopilot index (caught up first, so an event of a moment
+    ago counts), which costs one query however many rooms there are; without read
+    models, every room of the log (each one loaded by `plan_room`).
     """
     models = app.read_models
     index = getattr(models, "autopilot_rooms", None)
     if models is None or index is None:
         return [str(room_id) for room_id in app.room_ids()]
     models.catch_up()
-    return list(index())
+    return list(index(due=True))
 
 
 def tick(app: RoomsApp, *, pace: float | None = None, now: datetime | None = None,

@@ -16,13 +16,14 @@ from typing import Any
 
 import orjson
 
+from application import autopilot
 from application.stream import Recorded
 from domain import views
 from domain.events import RoomCreated
 from domain.rules import apply, initial_state
 from domain.state import RoomState
 from projections import guard
-from projections.store import PUBLIC, Entry, Store, Writes, seats_json
+from projections.store import PUBLIC, Autopilot, Entry, Store, Writes, seats_json
 
 Item = tuple[Recorded, int]  # the stored event and its notification id
 
@@ -43,6 +44,7 @@ class Projector:
     def __init__(self, store: Store, cache_size: int = 256) -> None:
         self.store = store
         self.states = RoomStates(cache_size)
+        self.written = -1  # the position of this projector's last commit
 
     def process(self, items: Sequence[Item]) -> int:
         """Apply the not yet applied part of `items`; returns how many were applied."""
@@ -54,6 +56,8 @@ class Projector:
                 todo = [it for it in items if it[1] > position]
                 if not todo:
                     return 0
+                if position != self.written:
+                    self.forget()  # someone else wrote since: what we remember may be stale
                 touched: dict[str, RoomState] = {}
 
                 def load(room: str) -> RoomState | None:
@@ -82,8 +86,14 @@ class Projector:
         except BaseException:
             # The cached states may be ahead of what was committed.
             self.states.clear()
+            self.forget()
             raise
+        self.written = todo[-1][1]
         return len(todo)
+
+    def forget(self) -> None:
+        """Drop what this projector remembers of the rows it wrote."""
+        self.written = -1
 
     def applied(self, tx: Writes, rec: Recorded, state: RoomState) -> None:
         """One event was folded into `state`."""
@@ -134,14 +144,29 @@ class SeatViews(Projector):
 
     name = "seat_views"
 
+    def __init__(self, store: Store, cache_size: int = 256) -> None:
+        super().__init__(store, cache_size)
+        # The autopilot index rows this projector wrote, for the rooms seen most
+        # recently: an unchanged row (most events) is not written again.
+        self.index: OrderedDict[str, Autopilot] = OrderedDict()
+        self.index_size = cache_size
+
+    def forget(self) -> None:
+        super().forget()
+        self.index.clear()
+
     def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
         tx.put_views([(room, seat, state.version, text)
                       for room, state in touched.items()
                       for seat, text in render(state).items()])
-        # The autopilot's index: which rooms it must look at (store.autopilot_rooms).
-        tx.put_autopilot([(room, seats_json({s.faction: s.autopilot for s in state.seats
-                                             if s.autopilot is not None}))
-                          for room, state in touched.items()])
+        # The autopilot's index: the rooms it must look at (store.autopilot_rooms).
+        rows = [autopilot_row(room, state) for room, state in touched.items()]
+        tx.put_autopilot([row for row in rows if self.index.get(row[0]) != row])
+        for row in rows:
+            self.index[row[0]] = row
+            self.index.move_to_end(row[0])
+        while len(self.index) > self.index_size:
+            self.index.popitem(last=False)
 
     def quarantined(self, tx: Writes, rec: Recorded) -> None:
         room = str(rec.originator_id)
@@ -187,6 +212,17 @@ class RoomStates:
         while len(self.cache) > self.size:
             self.cache.popitem(last=False)
         return state
+
+
+def autopilot_row(room: str, state: RoomState) -> Autopilot:
+    """The room's autopilot seats, and whether one of them is asked for something now."""
+    seats = {s.faction: s.autopilot for s in state.seats if s.autopilot is not None}
+    due = any(autopilot.has_prompt(views.seat_view(state, faction)) for faction in seats)
+    return room, seats_json(seats), due
+
+
+def autopilot_entry(room: str, state_json: str) -> Autopilot:
+    return autopilot_row(room, RoomState.model_validate_json(state_json))
 
 
 def render(state: RoomState) -> dict[str, str]:

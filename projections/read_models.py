@@ -123,9 +123,10 @@ class ReadModels:
     def public_log(self, room: str) -> list[dict[str, Any]]:
         return [orjson.loads(entry) for entry in self.store.log(room)]
 
-    def autopilot_rooms(self) -> list[str]:
-        """The rooms where some seat's autopilot is on, as far as the models have applied."""
-        return self.store.autopilot_rooms()
+    def autopilot_rooms(self, *, due: bool = False) -> list[str]:
+        """The rooms where some seat's autopilot is on (`due`: and is asked for something),
+        as far as the models have applied."""
+        return self.store.autopilot_rooms(due=due)
 
     def version(self, room: str) -> int | None:
         row = self.store.view(room, PUBLIC)

@@ -16,10 +16,11 @@ Tables (shared by both SQL databases):
 - `dl_seat_views(room, seat, version, view)` and `dl_view_rooms(...)`: the
   seat-view projection (every seat's view and the public view, under seat
   `PUBLIC`) and the room state it folds events into.
-- `dl_autopilot_rooms(room, seats)`: written by the seat-view projection, the
-  rooms where some seat's autopilot is on (`seats`: JSON, faction -> profile),
-  so that the autopilot finds its rooms without loading every room. A
-  database whose read models predate the table has it filled from
+- `dl_autopilot_rooms(room, seats, due)`: written by the seat-view projection,
+  the rooms where some seat's autopilot is on (`seats`: JSON, faction ->
+  profile), and whether one of those seats is asked for something now
+  (`due`), so that the autopilot finds its work without loading every room.
+  A database whose read models predate the table has it filled from
   `dl_view_rooms` when the table is created.
 
 A projection keeps each room's state in its own table so that a follower
@@ -58,19 +59,13 @@ SCHEMA = [
       for table in ROOMS.values()),
 ]
 AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
-                   "room TEXT PRIMARY KEY, seats TEXT NOT NULL)")
+                   "room TEXT PRIMARY KEY, seats TEXT NOT NULL, due INTEGER NOT NULL)")
 
 Entry = tuple[str, int, int, str]  # room, seq, version, JSON
 View = tuple[str, str, int, str]  # room, seat, version, JSON
 RoomRow = tuple[str, int, str]  # room, version, JSON state
-Autopilot = tuple[str, str]  # room, JSON {faction: profile} ("{}": none left)
-
-
-def autopilot_seats(state_json: str) -> str:
-    """The autopilot seats of a stored room state, as stored in `dl_autopilot_rooms`."""
-    state = orjson.loads(state_json)
-    return seats_json({s["faction"]: s["autopilot"] for s in state.get("seats", [])
-                       if s.get("autopilot")})
+# room, JSON {faction: profile} ("{}": none left), an autopilot seat is asked now
+Autopilot = tuple[str, str, bool]
 
 
 def seats_json(seats: dict[str, str]) -> str:
@@ -128,8 +123,8 @@ class Store(ABC):
     def room_views(self, room: str) -> dict[str, str]: ...
 
     @abstractmethod
-    def autopilot_rooms(self) -> list[str]:
-        """Every room with an autopilot seat, as of the seat-view projection."""
+    def autopilot_rooms(self, *, due: bool = False) -> list[str]:
+        """Every room with an autopilot seat (`due`: only those where one is asked now)."""
 
     def close(self) -> None:
         return None
@@ -193,11 +188,11 @@ class MemoryWrites(Writes):
                 for room, seat, version, view in arg:
                     s.views.setdefault(room, {})[seat] = (version, view)
             elif kind == "autopilot":
-                for room, seats in arg:
+                for room, seats, due in arg:
                     if seats == "{}":
                         s.autopilot.pop(room, None)
                     else:
-                        s.autopilot[room] = seats
+                        s.autopilot[room] = (seats, due)
             elif kind == "clear":
                 s.positions.pop(arg, None)
                 if arg == "public_log":
@@ -215,7 +210,7 @@ class MemoryStore(Store):
         self.entries: dict[str, list[tuple[int, str]]] = {}
         self.views: dict[str, dict[str, tuple[int, str]]] = {}
         self.rooms: dict[tuple[str, str], tuple[int, str]] = {}
-        self.autopilot: dict[str, str] = {}
+        self.autopilot: dict[str, tuple[str, bool]] = {}
 
     @contextmanager
     def transaction(self, projection: str) -> Iterator[Writes]:
@@ -240,9 +235,10 @@ class MemoryStore(Store):
         with self.lock:
             return {seat: view for seat, (_, view) in self.views.get(room, {}).items()}
 
-    def autopilot_rooms(self) -> list[str]:
+    def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         with self.lock:
-            return sorted(self.autopilot)
+            return sorted(room for room, (_, asked) in self.autopilot.items()
+                          if asked or not due)
 
 
 # --- SQL (SQLite and PostgreSQL) ------------------------------------------------------
@@ -310,10 +306,10 @@ class SQLWrites(Writes):
 
     def put_autopilot(self, rows: list[Autopilot]) -> None:
         self.many("DELETE FROM dl_autopilot_rooms WHERE room = ?",
-                  [(room,) for room, seats in rows if seats == "{}"])
-        self.many("INSERT INTO dl_autopilot_rooms (room, seats) VALUES (?, ?) "
-                  "ON CONFLICT (room) DO UPDATE SET seats = excluded.seats",
-                  [row for row in rows if row[1] != "{}"])
+                  [(room,) for room, seats, _ in rows if seats == "{}"])
+        self.many("INSERT INTO dl_autopilot_rooms (room, seats, due) VALUES (?, ?, ?) "
+                  "ON CONFLICT (room) DO UPDATE SET seats = excluded.seats, due = excluded.due",
+                  [(room, seats, int(due)) for room, seats, due in rows if seats != "{}"])
 
     def clear(self, projection: str) -> None:
         for table in OWNED[projection]:
@@ -356,9 +352,10 @@ class SQLStore(Store):
                           (room,))
         return {str(r["s"]): str(r["j"]) for r in rows}
 
-    def autopilot_rooms(self) -> list[str]:
+    def autopilot_rooms(self, *, due: bool = False) -> list[str]:
+        where = " WHERE due = 1" if due else ""
         return [str(r["r"]) for r in self._rows(
-            "SELECT room AS r FROM dl_autopilot_rooms ORDER BY room", ())]
+            f"SELECT room AS r FROM dl_autopilot_rooms{where} ORDER BY room", ())]
 
 
 def create_autopilot_index(c: Any, existed: bool, mark: str) -> None:
@@ -366,9 +363,17 @@ def create_autopilot_index(c: Any, existed: bool, mark: str) -> None:
     c.execute(AUTOPILOT_TABLE)
     if existed:
         return
-    c.execute("SELECT room AS r, state AS s FROM dl_view_rooms")
-    rows = [(str(r["r"]), autopilot_seats(str(r["s"]))) for r in c.fetchall()]
+    from projections.projectors import autopilot_entry  # it renders views: domain code
+
+    # Only rooms that mention an autopilot profile are parsed.
+    c.execute(c_sql("SELECT room AS r, state AS s FROM dl_view_rooms "
+                    "WHERE state LIKE ?", mark), ('%"autopilot":"%',))
+    rows = [autopilot_entry(str(r["r"]), str(r["s"])) for r in c.fetchall()]
     SQLWrites(c, mark).put_autopilot([row for row in rows if row[1] != "{}"])
+
+
+def c_sql(sql: str, mark: str) -> str:
+    return sql.replace("?", mark)
 
 
 class SQLiteStore(SQLStore):

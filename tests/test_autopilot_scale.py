@@ -56,8 +56,10 @@ def test_a_tick_loads_only_the_room_with_an_autopilot_seat(tmp_path, storage):
         # plan_room loads it, execute loads it again to decide: nothing else is read.
         assert set(loaded) == {room}
         loaded.clear()
-        assert autopilot.tick(rooms, pace=0) == 0  # the selection is made
-        assert set(loaded) == {room}
+        # The selection is made: the seat is asked nothing, so nothing is loaded.
+        assert autopilot.tick(rooms, pace=0) == 0
+        assert loaded == []
+        assert rooms.read_models.autopilot_rooms() == [room]
 
 
 def test_a_seat_turned_off_leaves_the_index_and_a_new_one_joins(tmp_path):
@@ -65,28 +67,38 @@ def test_a_seat_turned_off_leaves_the_index_and_a_new_one_joins(tmp_path):
         first = autopilot_search(rooms)
         second = rooms.create_room(layout(discard=list(PILE)))["room"]
         assert rooms.read_models.autopilot_rooms() == []  # not caught up yet
-        assert autopilot.candidate_rooms(rooms) == [first]
+        assert autopilot.candidate_rooms(rooms) == [first]  # its search waits for it
         assert rooms.execute(first, "richese", {"type": "set_autopilot", "enabled": False})["ok"]
         assert rooms.execute(second, "emperor", {"type": "set_autopilot", "enabled": True,
                                                  "profile": "easy"})["ok"]
-        assert autopilot.candidate_rooms(rooms) == [second]
+        assert autopilot.candidate_rooms(rooms) == []  # emperor is asked nothing
+        assert rooms.read_models.autopilot_rooms() == [second]
         loaded = counting_loads(rooms)
-        assert autopilot.tick(rooms, pace=0) == 0  # emperor has nothing to do
-        assert set(loaded) == {second}
+        assert autopilot.tick(rooms, pace=0) == 0
+        assert loaded == []
+        # A search of its own asks the seat again: the room is due.
+        assert rooms.execute(first, "richese", {"type": "set_autopilot", "enabled": True,
+                                                "profile": "medium"})["ok"]
+        assert autopilot.candidate_rooms(rooms) == [first]
 
 
 def test_the_index_survives_a_rebuild_and_fills_an_older_database(tmp_path):
     with open_rooms(url(tmp_path)) as rooms:
         made = play(rooms, rooms=3)  # each room turns atreides' autopilot on
         rooms.create_room(layout())
-        assert sorted(autopilot.candidate_rooms(rooms)) == sorted(made)
+        due = autopilot_search(rooms)
+        rooms.read_models.catch_up()
+        assert sorted(rooms.read_models.autopilot_rooms()) == sorted([*made, due])
+        assert autopilot.candidate_rooms(rooms) == [due]
         rooms.read_models.rebuild()
-        assert sorted(rooms.read_models.autopilot_rooms()) == sorted(made)
+        assert sorted(rooms.read_models.autopilot_rooms()) == sorted([*made, due])
+        assert autopilot.candidate_rooms(rooms) == [due]
     # A database whose read models were built before the index existed.
     with sqlite3.connect(tmp_path / "rooms.db") as conn:
         conn.execute("DROP TABLE dl_autopilot_rooms")
     with open_rooms(url(tmp_path)) as rooms:
-        assert sorted(rooms.read_models.autopilot_rooms()) == sorted(made)
+        assert sorted(rooms.read_models.autopilot_rooms()) == sorted([*made, due])
+        assert autopilot.candidate_rooms(rooms) == [due]
 
 
 def test_without_read_models_the_tick_still_finds_its_rooms(tmp_path):
@@ -150,6 +162,7 @@ def test_the_index_on_postgresql(pg_url):
         plain = rooms.create_room(layout())["room"]
         found = set(autopilot.candidate_rooms(rooms))
         assert room in found and plain not in found and found - before == {room}
+        assert room in rooms.read_models.autopilot_rooms()
         loaded = counting_loads(rooms)
         assert autopilot.tick(rooms, pace=0) >= 1
         assert room in loaded and plain not in loaded
