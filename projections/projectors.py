@@ -216,7 +216,8 @@ class RoomStates:
 
 def autopilot_row(room: str, state: RoomState) -> Autopilot:
     """The room's autopilot seats, and whether one of them is asked for something now."""
-    seats = {s.faction: s.autopilot for s in state.seats if s.autopilot is not None}
+    seats: dict[str, str] = {s.faction: s.autopilot for s in state.seats
+                             if s.autopilot is not None}
     due = any(autopilot.has_prompt(views.seat_view(state, faction)) for faction in seats)
     return room, seats_json(seats), due
 
