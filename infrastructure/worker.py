@@ -9,6 +9,12 @@ One loop, one tick every `interval` seconds:
    This is the one place periodic work plugs in: autopilot seats register
    a callable here (`TICKS.append(fn)` or `Worker(app, ticks=[fn])`). A
    callable that raises is reported on stderr and the loop goes on.
+
+At scale the worker holds no room per room of the database: the autopilot
+finds the rooms where an autopilot seat is asked for something through the
+read models' index (`dl_autopilot_rooms`) and loads only those, and each
+projector keeps at most `DUNE_LEDGER_PROJECTION_CACHE` room states in memory
+(an evicted room is read back from its projection's room table).
 """
 
 from __future__ import annotations
