@@ -4,13 +4,16 @@
     scripts/bench_autopilot_tick.py                    # 2,000 rooms, 20 with an autopilot seat
     scripts/bench_autopilot_tick.py --rooms 10000 --autopilot 100 --db postgresql://...
 
-The database gets `--rooms` rooms, `--autopilot` of them with an autopilot seat
-that has nothing to do (the steady state of a worker: every tick looks, none
-acts). Each mode then runs in a fresh process that first catches the read
-models up (not timed) and then times `--ticks` autopilot ticks:
+The database gets `--rooms` rooms (each with an open Box search, by a seat
+without autopilot), `--autopilot` of them with an autopilot seat that has
+nothing to do, and `--due` more whose autopilot seat has its own search open.
+The ticks run with a pace of an hour, so nothing is sent and every tick sees
+the same database (the steady state of a worker between moves). Each mode
+runs in a fresh process that first catches the read models up (not timed) and
+then times `--ticks` autopilot ticks:
 
 - `scan`: every room of the log is loaded and planned (the tick before the index);
-- `index`: only the rooms of the read models' autopilot index are loaded.
+- `index`: only the rooms the read models' index marks due are loaded.
 
 Reported: ticks/s, rooms loaded per tick, and the process's peak RSS (the
 catch-up included, which is the same for both).
@@ -53,7 +56,7 @@ def measure(url: str, mode: str, ticks: int, out: Any) -> None:
         app.read_models = None  # the tick falls back to every room of the log
     start = time.perf_counter()
     for _ in range(ticks):
-        autopilot.tick(app, pace=0)
+        assert autopilot.tick(app, pace=3600) == 0
     elapsed = time.perf_counter() - start
     app.read_models = models
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -62,22 +65,26 @@ def measure(url: str, mode: str, ticks: int, out: Any) -> None:
     app.close()
 
 
-def populate(url: str, rooms: int, with_autopilot: int) -> None:
+def populate(url: str, rooms: int, with_autopilot: int, due: int) -> None:
     from infrastructure.demo import BOX_LAYOUT
     from infrastructure.storage import open_rooms
 
     app = open_rooms(url)
-    every = max(1, rooms // max(1, with_autopilot))
+    every = max(1, rooms // max(1, with_autopilot + due))
+    box = {"type": "begin_search", "card": "nullentropy-box"}
     for i in range(rooms):
         room = app.create_room(BOX_LAYOUT)["room"]
-        if i % every == 0 and i // every < with_autopilot:
-            app.execute(room, "emperor", {"type": "set_autopilot", "enabled": True,
-                                          "profile": "medium"})
+        k = i // every
+        if i % every == 0 and k < with_autopilot + due:
+            seat = "emperor" if k < with_autopilot else "richese"
+            assert app.execute(room, seat, {"type": "set_autopilot", "enabled": True,
+                                            "profile": "medium"})["ok"]
+        assert app.execute(room, "richese", box)["ok"]
     app.close()
 
 
 def run(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    populate(url, args.rooms, args.autopilot)
+    populate(url, args.rooms, args.autopilot, args.due)
     results = []
     for mode in ("scan", "index"):
         out = CTX.Queue()
@@ -91,7 +98,8 @@ def run(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rooms", type=int, default=2000)
-    p.add_argument("--autopilot", type=int, default=20)
+    p.add_argument("--autopilot", type=int, default=20, help="idle autopilot rooms")
+    p.add_argument("--due", type=int, default=10, help="rooms whose autopilot has a search")
     p.add_argument("--ticks", type=int, default=5)
     p.add_argument("--db", default="sqlite",
                    help="sqlite (a temporary file) or a PostgreSQL maintenance URL "
@@ -114,8 +122,9 @@ def main() -> int:
             with psycopg.connect(args.db, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         storage = "PostgreSQL"
-    print(f"\n{os.cpu_count()} CPUs; {storage}, {args.rooms} rooms, {args.autopilot} with an "
-          f"autopilot seat (nothing to do), {args.ticks} ticks\n")
+    print(f"\n{os.cpu_count()} CPUs; {storage}, {args.rooms} rooms with an open search, "
+          f"{args.autopilot} with an idle autopilot seat, {args.due} with an autopilot "
+          f"seat's own search, {args.ticks} ticks\n")
     print("| finding rooms | ticks/s | rooms loaded per tick | peak RSS MiB |")
     print("|---|---:|---:|---:|")
     for r in results:
