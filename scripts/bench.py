@@ -290,6 +290,12 @@ def bench_throughput(storage: str, tmp: Path, size: dict[str, Any]) -> list[dict
     each mix with its own baseline keeps the ratio honest, the median keeps it steady.
     """
     rows = []
+    if storage == "postgresql":
+        try:
+            bench_commands.pgbench_binary()
+        except SystemExit as e:
+            note(f"PostgreSQL command figures skipped: {e}")
+            return rows
     for procs in size["procs"]:
         rates, bases, ratios = [], [], []
         with database(storage, tmp, f"mix{procs}") as url:
