@@ -50,7 +50,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import bench_commands  # the command mix and its baselines (scripts/bench_commands.py)
 
@@ -66,6 +65,7 @@ from domain.rules import decide  # noqa: E402
 from infrastructure import randomness  # noqa: E402
 from infrastructure.demo import BOX_LAYOUT  # noqa: E402
 from infrastructure.storage import open_rooms  # noqa: E402
+from infrastructure.throwaway import ADMIN_URL, throwaway_database  # noqa: E402
 
 try:
     from domain.commands import parse_command  # noqa: E402
@@ -243,7 +243,7 @@ def rooms_with_open_searches(app: RoomsApp, count: int) -> None:
 
 
 def pg_admin_url() -> str:
-    return os.environ.get("DUNE_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+    return ADMIN_URL
 
 
 def pg_reachable() -> str | None:
@@ -263,18 +263,8 @@ def database(storage: str, tmp: Path, name: str) -> Iterator[str]:
     if storage == "sqlite":
         yield f"sqlite:///{tmp / (name + '.db')}"
         return
-    import psycopg
-
-    db = f"dl_bench_{name}_{secrets.token_hex(4)}"
-    admin = pg_admin_url()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
-    u = urlparse(admin)
-    try:
-        yield f"{u.scheme}://{u.netloc}/{db}"
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    with throwaway_database(pg_admin_url(), f"dl_bench_{name}") as url:
+        yield url
 
 
 LABEL = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}

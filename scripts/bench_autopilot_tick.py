@@ -25,12 +25,12 @@ import argparse
 import multiprocessing as mp
 import os
 import resource
-import secrets
 import sys
 import tempfile
 import time
 from typing import Any
-from urllib.parse import urlparse
+
+from infrastructure.throwaway import throwaway_database
 
 CTX = mp.get_context("spawn")
 
@@ -110,17 +110,8 @@ def main() -> int:
             results = run(f"sqlite:///{tmp}/ticks.db", args)
         storage = "SQLite"
     else:
-        import psycopg
-
-        name = f"dl_ticks_{secrets.token_hex(4)}"
-        with psycopg.connect(args.db, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        admin = urlparse(args.db)
-        try:
-            results = run(f"{admin.scheme}://{admin.netloc}/{name}", args)
-        finally:
-            with psycopg.connect(args.db, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        with throwaway_database(args.db, "dl_ticks") as url:
+            results = run(url, args)
         storage = "PostgreSQL"
     print(f"\n{os.cpu_count()} CPUs; {storage}, {args.rooms} rooms with an open search, "
           f"{args.autopilot} with an idle autopilot seat, {args.due} with an autopilot "

@@ -23,7 +23,6 @@ import argparse
 import multiprocessing as mp
 import os
 import re
-import secrets
 import shutil
 import sqlite3
 import subprocess
@@ -33,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+from infrastructure.throwaway import throwaway_database
 
 LAYOUT: dict[str, Any] = {
     "expansions": ["choam_richese"], "turn": 2, "phase": 6,
@@ -199,14 +200,10 @@ def main() -> int:
     if args.only in (None, "postgresql"):
         import psycopg
 
-        name = f"dl_bench_{secrets.token_hex(4)}"
-        admin = urlparse(args.pg_admin)
-        url = f"{admin.scheme}://{admin.netloc}/{name}"
-        with psycopg.connect(args.pg_admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-            settings = {k: conn.execute(f"SHOW {k}").fetchone()[0]  # type: ignore[index]
-                        for k in ("synchronous_commit", "fsync", "server_version")}
-        try:
+        with throwaway_database(args.pg_admin, "dl_bench") as url:
+            with psycopg.connect(url, autocommit=True) as conn:
+                settings = {k: conn.execute(f"SHOW {k}").fetchone()[0]  # type: ignore[index]
+                            for k in ("synchronous_commit", "fsync", "server_version")}
             for n in counts:
                 mix = run_mix(url, n, args.pairs)
                 base = pgbench_inserts(url, n, args.seconds)
@@ -214,9 +211,6 @@ def main() -> int:
                              "pgbench single-row INSERT"))
                 print(f"postgresql x{n}: {mix['commands_per_s']:.0f} commands/s, "
                       f"pgbench {base:.0f} tps", file=sys.stderr)
-        finally:
-            with psycopg.connect(args.pg_admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         print(f"PostgreSQL {settings['server_version']}, synchronous_commit="
               f"{settings['synchronous_commit']}, fsync={settings['fsync']}")
 

@@ -36,18 +36,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
-from urllib.parse import urlparse
 
 from eventsourcing.persistence import Notification
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier, Literal
+
+from infrastructure.throwaway import throwaway_database
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_commands import CTX, LAYOUT, run_mix  # noqa: E402
@@ -106,19 +106,8 @@ RECORDERS = {
 }
 
 
-@contextmanager
-def throwaway(admin_url: str) -> Iterator[str]:
-    import psycopg
-
-    name = f"dl_lock_{secrets.token_hex(4)}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    admin = urlparse(admin_url)
-    try:
-        yield f"{admin.scheme}://{admin.netloc}/{name}"
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def throwaway(admin_url: str) -> AbstractContextManager[str]:
+    return throwaway_database(admin_url, "dl_lock")
 
 
 @contextmanager

@@ -8,37 +8,31 @@ each other's rooms. Nothing here mocks the database.
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Iterator
-from urllib.parse import urlparse
+from contextlib import contextmanager
 
 import pytest
 
-ADMIN_URL = os.environ.get("DUNE_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-def _admin_connection():  # type: ignore[no-untyped-def]
-    import psycopg
-
-    return psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5)
+from infrastructure.throwaway import ADMIN_URL, throwaway_database
 
 
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """The URL of a fresh PostgreSQL database for this test session."""
+    with database("dl_test") as url:
+        yield url
+
+
+@contextmanager
+def database(prefix: str) -> Iterator[str]:
+    """A throwaway database; a server that cannot be reached fails the test, clearly."""
     import psycopg
 
-    name = f"dl_test_{secrets.token_hex(6)}"
     try:
-        with _admin_connection() as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+        with throwaway_database(ADMIN_URL, prefix) as url:
+            yield url
     except psycopg.OperationalError as e:
         pytest.fail(f"PostgreSQL is not reachable at {ADMIN_URL} (.ci/run starts it): {e}")
-    admin = urlparse(ADMIN_URL)
-    yield f"{admin.scheme}://{admin.netloc}/{name}"
-    with _admin_connection() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")

@@ -10,22 +10,19 @@ The throughput side is `scripts/bench_pg_lock.py`.
 
 from __future__ import annotations
 
-import os
-import secrets
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
 from infrastructure.storage import open_rooms
+from tests.conftest import database
 
-ADMIN = os.environ.get("DUNE_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 LAYOUT: dict[str, Any] = {
     "expansions": ["choam_richese"], "turn": 2, "phase": 6,
     "seats": [
@@ -47,18 +44,8 @@ class NoLockRecorder(PostgresApplicationRecorder):
 @pytest.fixture
 def pg() -> Iterator[str]:
     """A database of its own: the probe rows below are no room any other test could read."""
-    import psycopg
-
-    name = f"dl_lock_{secrets.token_hex(5)}"
-    try:
-        with psycopg.connect(ADMIN, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as e:
-        pytest.fail(f"PostgreSQL is not reachable at {ADMIN}: {e}")
-    admin = urlparse(ADMIN)
-    yield f"{admin.scheme}://{admin.netloc}/{name}"
-    with psycopg.connect(ADMIN, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with database("dl_lock") as url:
+        yield url
 
 
 class Follower:

@@ -18,6 +18,7 @@ import pytest
 
 from application.audit import audit_room
 from infrastructure.storage import open_rooms
+from infrastructure.throwaway import throwaway_database
 from tests.support import layout
 
 CTX = mp.get_context("spawn")  # no pool threads or sockets inherited from the test process
@@ -176,16 +177,7 @@ def opener(url: str, barrier: Any, results: Any) -> None:
 
 
 def test_processes_starting_on_a_fresh_database_create_the_tables_once(pg_admin_url: str) -> None:
-    import secrets
-    from urllib.parse import urlparse
-
-    import psycopg
-
-    name = f"dl_test_fresh_{secrets.token_hex(4)}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"postgresql://{urlparse(pg_admin_url).netloc}/{name}"
-    try:
+    with throwaway_database(pg_admin_url, "dl_test_fresh") as url:
         barrier, results = CTX.Barrier(4), CTX.Queue()
         procs = [CTX.Process(target=opener, args=(url, barrier, results)) for _ in range(4)]
         for p in procs:
@@ -199,9 +191,6 @@ def test_processes_starting_on_a_fresh_database_create_the_tables_once(pg_admin_
             assert {str(r) for r in app.room_ids()} == rooms
         finally:
             app.close()
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_a_retried_draw_is_redecided_against_the_reshuffled_deck(app: Any, pg_url: str) -> None:

@@ -6,13 +6,10 @@ dropped at the end. The worker follows by LISTEN/NOTIFY here.
 
 from __future__ import annotations
 
-import os
-import secrets
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 from eventsourcing.persistence import Tracking
@@ -24,25 +21,14 @@ from infrastructure.worker import Worker
 from projections.follow import Positions, ReadModelProjection, subscription_runner
 from projections.read_models import ReadModels
 from projections.store import PostgresStore
+from tests.conftest import database
 from tests.test_projections import everything, fresh, items, play
-
-ADMIN = os.environ.get("DUNE_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[str]:
-    import psycopg
-
-    name = f"dl_proj_{secrets.token_hex(5)}"
-    try:
-        with psycopg.connect(ADMIN, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as e:
-        pytest.fail(f"PostgreSQL is not reachable at {ADMIN}: {e}")
-    admin = urlparse(ADMIN)
-    yield f"{admin.scheme}://{admin.netloc}/{name}"
-    with psycopg.connect(ADMIN, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with database("dl_proj") as url:
+        yield url
 
 
 def wait_until(check: Any, timeout: float = 10.0) -> bool:
