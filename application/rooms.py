@@ -138,7 +138,8 @@ class RoomsApp(Application[UUID]):
             except IntegrityError:
                 continue  # someone else wrote first: reload and decide again
             return {"ok": True, "version": room.version, "events": public_events(appended)}
-        return {"ok": False, "version": 0,
+        # The version this command last decided on; the room has moved past it since.
+        return {"ok": False, "version": room.version - len(appended),
                 "error": {"code": "busy", "message": "the room kept changing; try again"}}
 
     def _refused(self, room_id: str, r: Rejection) -> Result:

@@ -195,3 +195,18 @@ def test_audit_detects_an_edited_dropped_or_reordered_event(tmp_path):
     tamper(path, "DELETE FROM stored_events WHERE originator_version = 5")
     with open_rooms(f"sqlite:///{path}") as rooms:
         assert audit_room(rooms, room)["checks"]["chain_intact"]["ok"] is False
+
+
+def test_a_room_that_keeps_changing_gives_busy_and_stores_nothing(app, monkeypatch):
+    from eventsourcing.persistence import IntegrityError
+
+    room = app.create_room(layout())["room"]
+
+    def always_beaten(*args, **kwargs):
+        raise IntegrityError("another writer won")
+
+    monkeypatch.setattr(app, "save", always_beaten)
+    result = app.execute(room, "emperor", {"type": "draw"})
+    assert result == {"ok": False, "version": 1,
+                      "error": {"code": "busy", "message": "the room kept changing; try again"}}
+    assert app.load(room).version == 1
