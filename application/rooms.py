@@ -22,7 +22,6 @@ from application.stream import Recorded, Room, RoomSnapshot, project_room
 from domain import views
 from domain.commands import parse_command
 from domain.errors import Rejection
-from domain.events import Event
 from domain.layout import build_room, parse_layout
 from domain.randomness import Randomness
 from domain.rules import decide, initial_state
@@ -264,7 +263,3 @@ def room_uuid(room_id: str | UUID) -> UUID:
         return room_id if isinstance(room_id, UUID) else UUID(str(room_id))
     except ValueError:
         raise Rejection("unknown_room", f"no room '{room_id}'") from None
-
-
-def facts(records: list[Recorded]) -> list[Event]:
-    return [r.fact for r in records]
