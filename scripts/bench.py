@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_commands  # the command mix and its baselines (scripts/bench_commands.py)
+import bench_projections  # the median timer (scripts/bench_projections.py)
 
 # The code under test: PYTHONPATH first (another worktree), else this checkout.
 sys.path.append(str(Path(__file__).resolve().parent.parent))
@@ -104,12 +105,7 @@ def say(text: str) -> None:
 
 
 def median_time(fn: Callable[[], Any], passes: int) -> float:
-    times = []
-    for _ in range(passes):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return bench_projections.timed(fn, passes)
 
 
 # --- producing rooms with the real rules -------------------------------------------

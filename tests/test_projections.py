@@ -97,6 +97,25 @@ def test_each_event_is_applied_once_under_redelivery(app):
         assert seqs == list(range(1, len(seqs) + 1))
 
 
+def follow_together(followers: list[ReadModels]) -> list[BaseException]:
+    """Each follower catches up three times in its own thread; returns what they raised."""
+    errors: list[BaseException] = []
+
+    def follow(models: ReadModels) -> None:
+        try:
+            for _ in range(3):
+                models.catch_up()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=follow, args=(f,)) for f in followers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 def test_two_followers_of_one_file_apply_each_event_once(tmp_path):
     url = f"sqlite:///{tmp_path / 'two.db'}"
     with open_rooms(url) as app:
@@ -104,21 +123,7 @@ def test_two_followers_of_one_file_apply_each_event_once(tmp_path):
         # Two independent connections, as two processes would have.
         followers = [ReadModels(app.recorder, app.mapper, SQLiteStore(str(tmp_path / "two.db")),
                                 batch=3) for _ in range(2)]
-        errors: list[BaseException] = []
-
-        def follow(models: ReadModels) -> None:
-            try:
-                for _ in range(3):
-                    models.catch_up()
-            except BaseException as e:
-                errors.append(e)
-
-        threads = [threading.Thread(target=follow, args=(f,)) for f in followers]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        assert follow_together(followers) == []
         assert everything(followers[0], rooms) == fresh(app, rooms)
         assert everything(followers[1], rooms) == fresh(app, rooms)
 

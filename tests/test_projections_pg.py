@@ -22,7 +22,7 @@ from projections.follow import Positions, ReadModelProjection, subscription_runn
 from projections.read_models import ReadModels
 from projections.store import PostgresStore
 from tests.conftest import database
-from tests.test_projections import everything, fresh, items, play
+from tests.test_projections import everything, follow_together, fresh, items, play
 
 
 @pytest.fixture(scope="module")
@@ -67,22 +67,7 @@ def test_redelivery_and_concurrent_followers_apply_each_event_once(pg):
         # Two apps (two pools, as two processes) catching up on the same database.
         for more in play(app, rooms=2):
             rooms.append(more)
-        errors: list[BaseException] = []
-
-        def follow(models: ReadModels) -> None:
-            try:
-                for _ in range(3):
-                    models.catch_up()
-            except BaseException as e:
-                errors.append(e)
-
-        threads = [threading.Thread(target=follow, args=(m,))
-                   for m in (app.read_models, other.read_models)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        assert follow_together([app.read_models, other.read_models]) == []
         assert everything(app.read_models, rooms) == fresh(app, rooms)
         for room in rooms:
             seqs = [e["seq"] for e in app.read_models.public_log(room)]
