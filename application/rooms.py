@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
@@ -31,6 +33,13 @@ RandomnessFactory = Callable[[int | None, int], Randomness]
 Result = dict[str, Any]
 
 RETRIES = 8
+
+# Rooms a process keeps in memory after saving them, for its next command on the same
+# room (most recently used kept). A kept room may be stale when another process wrote
+# since; the save's compare-and-set on the version catches that (IntegrityError), and
+# the command is decided again on a fresh load.
+ROOM_CACHE_ENV = "DUNE_LEDGER_ROOM_CACHE"
+DEFAULT_ROOM_CACHE = 256
 
 
 def token_hash(token: str) -> str:
@@ -64,6 +73,7 @@ class RoomsApp(Application[UUID]):
             # Per instance, so that one process can run rooms at two intervals (tests).
             self.snapshotting_intervals = {Room: int(interval)}  # type: ignore[misc]
         self.randomness = randomness
+        self.kept = KeptRooms(room_cache_size(self.env.get(ROOM_CACHE_ENV)))
 
     def _take_snapshots(self, processing_event: ProcessingEvent[UUID]) -> None:
         """Snapshot the room just saved, from memory, when its append crossed an interval.
@@ -98,6 +108,7 @@ class RoomsApp(Application[UUID]):
             meta={"token_hashes": {f: token_hash(t) for f, t in tokens.items()}},
         )
         self.save(room)
+        self.kept.keep(room)
         return {"room": str(room_id), "version": 1, "seats": tokens}
 
     def execute(self, room_id: str, seat: str, raw: Any) -> Result:
@@ -106,16 +117,24 @@ class RoomsApp(Application[UUID]):
             command = parse_command(raw)
         except Rejection as r:
             return self._refused(room_id, r)
+        fresh = False
+        decided_on = 0
         for _ in range(RETRIES):
-            try:
-                room = self.load(room_id)
-            except Rejection as r:
-                return {"ok": False, "version": 0, "error": r.as_error()}
+            room = None if fresh else self.kept.take(room_id)
+            if room is None:
+                try:
+                    room = self.load(room_id)
+                except Rejection as r:
+                    return {"ok": False, "version": 0, "error": r.as_error()}
+                fresh = True
             if command.command_id is not None:
                 done = room.commands.get(f"{seat}:{command.command_id}")
                 if done is not None:
                     return self._first_result(room.id, done)
             if command.expected_version is not None and command.expected_version != room.version:
+                if not fresh:
+                    fresh = True
+                    continue  # a kept room may be behind: judge on the stored stream
                 return {
                     "ok": False,
                     "version": room.version,
@@ -129,16 +148,26 @@ class RoomsApp(Application[UUID]):
                 randomness = self.randomness(room.state.seed, room.version)
                 tx = decide(room.state, seat, command, randomness)
             except Rejection as r:
+                if not fresh:
+                    fresh = True
+                    continue
                 return {"ok": False, "version": room.version, "error": r.as_error()}
+            if not tx.events and not fresh:
+                # Nothing to save means no compare-and-set proves the kept room current.
+                fresh = True
+                continue
+            decided_on = room.version
             room.record(tx.events, tx.state, seat=seat, command_id=command.command_id, at=now())
             appended = list(room.pending)
             try:
                 self.save(room)
             except IntegrityError:
+                fresh = True
                 continue  # someone else wrote first: reload and decide again
+            self.kept.keep(room)
             return {"ok": True, "version": room.version, "events": public_events(appended)}
         # The version this command last decided on; the room has moved past it since.
-        return {"ok": False, "version": room.version - len(appended),
+        return {"ok": False, "version": decided_on,
                 "error": {"code": "busy", "message": "the room kept changing; try again"}}
 
     def _refused(self, room_id: str, r: Rejection) -> Result:
@@ -240,6 +269,50 @@ class RoomsApp(Application[UUID]):
             if secrets.compare_digest(stored, digest):
                 return faction
         return None
+
+
+class KeptRooms:
+    """Rooms kept in memory between commands, least recently used first out.
+
+    `take` removes the room, so a command holds it alone while it mutates it: a
+    concurrent command on the same room loads its own copy, and a failed save
+    leaves nothing half-written behind.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.rooms: OrderedDict[UUID, Room] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def take(self, room_id: str | UUID) -> Room | None:
+        try:
+            uid = room_uuid(room_id)
+        except Rejection:
+            return None
+        with self.lock:
+            return self.rooms.pop(uid, None)
+
+    def keep(self, room: Room) -> None:
+        if self.size == 0:
+            return
+        with self.lock:
+            self.rooms[room.id] = room
+            while len(self.rooms) > self.size:
+                self.rooms.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.rooms.clear()
+
+
+def room_cache_size(raw: str | None) -> int:
+    raw = (raw or "").strip()
+    if not raw:
+        return DEFAULT_ROOM_CACHE
+    if not raw.isdigit():
+        raise ValueError(f"{ROOM_CACHE_ENV} must be a whole number of rooms (0: none), "
+                         f"not {raw!r}")
+    return int(raw)
 
 
 class ReadModelsPort(Protocol):

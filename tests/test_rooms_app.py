@@ -210,3 +210,57 @@ def test_a_room_that_keeps_changing_gives_busy_and_stores_nothing(app, monkeypat
     assert result == {"ok": False, "version": 1,
                       "error": {"code": "busy", "message": "the room kept changing; try again"}}
     assert app.load(room).version == 1
+
+
+# --- kept rooms: a process reuses the room it saved last, other processes write too ---
+
+
+@pytest.fixture
+def two_processes(tmp_path):
+    url = f"sqlite:///{tmp_path}/rooms.db"
+    with open_rooms(url, randomness_factory=Factory()) as a, \
+            open_rooms(url, randomness_factory=Factory()) as b:
+        yield a, b
+
+
+def test_a_stale_kept_room_is_caught_by_the_save_and_decided_again(two_processes):
+    a, b = two_processes
+    room = a.create_room(layout())["room"]
+    assert a.kept.rooms  # a keeps the room it created
+    assert b.execute(room, "emperor", {"type": "draw"})["version"] == 2
+    drawn = a.execute(room, "emperor", {"type": "draw"})  # a's kept room is at version 1
+    assert drawn["ok"] and drawn["version"] == 3
+    assert [r.originator_version for r in a.records(a.load(room).id)] == [1, 2, 3]
+    assert len(a.load(room).state.seat("emperor").hand) == 3
+    assert audit_room(a, room)["ok"]
+
+
+def test_a_stale_kept_room_never_rejects_what_the_stored_room_allows(two_processes):
+    a, b = two_processes
+    room = a.create_room(layout())["room"]
+    opened = b.execute(room, "richese", {"type": "begin_search", "card": BOX})
+    search = opened["events"][1]["search"]
+    # On a's kept room (version 1) there is no search and version 3 is in the future.
+    chosen = a.execute(room, "richese", {"type": "select_card", "search": search,
+                                         "card": "baliset", "expected_version": 3})
+    assert chosen["ok"], chosen
+    assert "baliset" in a.load(room).state.seat("richese").hand
+
+
+def test_a_stale_kept_room_still_answers_a_repeated_command_once(two_processes):
+    a, b = two_processes
+    room = a.create_room(layout())["room"]
+    first = b.execute(room, "emperor", {"type": "draw", "command_id": "d1"})
+    again = a.execute(room, "emperor", {"type": "draw", "command_id": "d1"})
+    assert again == first
+    assert a.load(room).version == 2
+
+
+def test_the_room_cache_can_be_turned_off_and_rejects_nonsense(tmp_path):
+    url = f"sqlite:///{tmp_path}/rooms.db"
+    with open_rooms(url, DUNE_LEDGER_ROOM_CACHE="0") as rooms:
+        room = rooms.create_room(layout())["room"]
+        assert rooms.execute(room, "emperor", {"type": "draw"})["ok"]
+        assert not rooms.kept.rooms
+    with pytest.raises(ValueError, match="DUNE_LEDGER_ROOM_CACHE"):
+        open_rooms(url, DUNE_LEDGER_ROOM_CACHE="lots")
