@@ -80,4 +80,4 @@ def subscription_runner(app: RoomsApp, models: ReadModels,
 
 
 def can_subscribe(app: RoomsApp) -> bool:
-    return type(app.recorder).__module__ == "eventsourcing.postgres"
+    return app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres"

@@ -190,7 +190,7 @@ def fresh_snapshot(room_id: UUID, records: list[Recorded]) -> dict[str, Any]:
 def open_read_models(app: Any) -> ReadModels:
     """The read models next to an application's events, in the same database."""
     recorder = app.recorder
-    module = type(recorder).__module__
+    module = app.env.get("PERSISTENCE_MODULE")
     store: Store
     if module == "eventsourcing.sqlite":
         store = _sqlite_store(recorder)

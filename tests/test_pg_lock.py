@@ -3,8 +3,9 @@
 A follower reads the log after the last id it saw (as `projections/read_models.py`
 and the library's LISTEN/NOTIFY subscription do). If a transaction holding a
 lower id could commit after a higher one was read, the follower would pass it
-by for ever. The product's recorder prevents that with the events-table lock;
-`NoLockRecorder` (the same recorder without it) shows the check catches a skip.
+by for ever. The product's recorder (infrastructure/postgres.py) prevents that
+with the events-table lock its append function takes; `NoLockRecorder` (the
+library's recorder without its lock) shows the check catches a skip.
 The throughput side is `scripts/bench_pg_lock.py`.
 """
 
@@ -20,6 +21,7 @@ import pytest
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
+from infrastructure.postgres import RoomsRecorder
 from infrastructure.storage import open_rooms
 from tests.conftest import database
 
@@ -85,13 +87,17 @@ def waiting_on_a_lock(app: Any) -> bool:
 
 
 def in_flight_probe(app: Any, url: str) -> Any:
-    """A writer caught between taking its id and committing: the recorder's own lock
-    statements, then one stored row, left uncommitted."""
+    """A writer caught between taking its id and committing: the recorder's own append
+    of one row, in a transaction left open."""
     import psycopg
 
     recorder = app.recorder
     ds = recorder.datastore
     conn = psycopg.connect(url)
+    if isinstance(recorder, RoomsRecorder):
+        conn.execute(recorder.append_statement(conn, 1),
+                     [uuid.uuid4(), 1, "Probe", b"", recorder.append_lock_timeout])
+        return conn
     for statement in recorder.lock_table_statements:
         conn.execute(statement)
     conn.execute(SQL("INSERT INTO {0}.{1} (originator_id, originator_version, topic, state) "

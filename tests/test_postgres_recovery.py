@@ -1,11 +1,15 @@
 """A process SIGKILLed at chosen points of a save leaves the whole command or nothing.
 
-The child process kills itself (a) inside the write transaction, after its
-events reached the server but before the commit, and (b) right after the
-commit, before answering. A fresh process then finds the room either as it
-was or with the whole command; the open search and the suspended response
-window (with its passes) are where they were, the next command goes
-through at once (the dead writer's table lock is gone), and the audit is clean.
+An append is one autocommitted statement (infrastructure/postgres.py), so the
+kill points are: (a) while the statement is in flight, waiting on the events
+table lock another session holds; the server then either runs it to the end
+(the orphaned statement completes: the whole command) or ends it (here:
+`pg_terminate_backend`, as an operator or a server restart would: nothing);
+and (b) right after the commit, before answering. A fresh process then finds
+the room either as it was or with the whole command; the open search and the
+suspended response window (with its passes) are where they were, the next
+command goes through at once (the dead writer's lock is gone), and the
+audit is clean.
 """
 
 from __future__ import annotations
@@ -13,49 +17,85 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import time
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg.sql import SQL, Identifier
 
 from application.audit import audit_room
 from infrastructure.storage import open_rooms
 from tests.test_ambassador import BOX, layout, seats
 
 CTX = mp.get_context("spawn")
+IN_FLIGHT = ("in_flight_completed", "in_flight_terminated")
 
 
-def doomed(url: str, room: str, seat: str, command: dict[str, Any], point: str) -> None:
-    from eventsourcing.postgres import PostgresApplicationRecorder
-
+def doomed(url: str, room: str, seat: str, command: dict[str, Any], point: str,
+           ready: Any, go: Any) -> None:
     from application.rooms import RoomsApp
 
-    def die() -> None:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    if point == "uncommitted":
-        # Called after the inserts were synced to the server, inside the transaction.
-        def fetch_then_die(self: Any, curs: Any, *args: Any, **kw: Any) -> Any:
-            die()
-
-        PostgresApplicationRecorder._fetch_ids_after_insert_events = fetch_then_die  # type: ignore[method-assign]
-    else:
+    if point == "committed":
         save = RoomsApp.save
 
         def save_then_die(self: Any, *args: Any, **kw: Any) -> Any:
             save(self, *args, **kw)
-            die()
+            os.kill(os.getpid(), signal.SIGKILL)
 
         RoomsApp.save = save_then_die  # type: ignore[method-assign]
     app = open_rooms(url)
+    app.load(room)  # tables and connections ready before the parent takes its lock
+    ready.set()
+    go.wait(30)
     app.execute(room, seat, command)
-    raise AssertionError("the process should have been killed")
+    if point == "committed":
+        raise AssertionError("the process should have been killed")
+    os._exit(0)  # the parent kills it while its append waits; getting here is a failure
+
+
+def waiting_append(admin: psycopg.Connection[Any], table: str) -> int | None:
+    """The backend of an append that waits for a lock."""
+    row = admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query LIKE %s", (f'%{table}_append"(%',)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def kill_during(url: str, room: str, seat: str, command: dict[str, Any], point: str) -> None:
-    proc = CTX.Process(target=doomed, args=(url, room, seat, command, point))
+    ready, go = CTX.Event(), CTX.Event()
+    proc = CTX.Process(target=doomed, args=(url, room, seat, command, point, ready, go))
     proc.start()
-    proc.join(timeout=60)
-    assert proc.exitcode == -signal.SIGKILL
+    assert ready.wait(60)
+    if point not in IN_FLIGHT:
+        go.set()
+        proc.join(timeout=60)
+        assert proc.exitcode == -signal.SIGKILL
+        return
+    probe = open_rooms(url)
+    schema, table = probe.recorder.datastore.schema, probe.recorder.events_table_name
+    probe.close()
+    with psycopg.connect(url, autocommit=True) as admin, psycopg.connect(url) as holder:
+        holder.execute(SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
+            Identifier(schema), Identifier(table)))
+        go.set()
+        deadline = time.monotonic() + 30
+        while (backend := waiting_append(admin, table)) is None:
+            assert time.monotonic() < deadline, "the append never reached the server"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(timeout=60)
+        assert proc.exitcode == -signal.SIGKILL
+        if point == "in_flight_terminated":
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+            while waiting_append(admin, table) is not None:
+                time.sleep(0.02)
+        holder.rollback()  # the lock is released: an orphaned append runs to the end
+        deadline = time.monotonic() + 30
+        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                            (backend,)).fetchone()[0]:  # type: ignore[index]
+            assert time.monotonic() < deadline, "the orphaned append never finished"
+            time.sleep(0.02)
 
 
 def ok(result: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +120,7 @@ def window_with_a_search(app: Any) -> tuple[str, str, str]:
     return room, window, search
 
 
-@pytest.mark.parametrize("point", ["uncommitted", "committed"])
+@pytest.mark.parametrize("point", [*IN_FLIGHT, "committed"])
 def test_a_select_killed_mid_save_is_all_or_nothing(pg_url: str, point: str) -> None:
     app = open_rooms(pg_url)
     try:
@@ -96,7 +136,7 @@ def test_a_select_killed_mid_save_is_all_or_nothing(pg_url: str, point: str) -> 
     restarted = open_rooms(pg_url)
     try:
         after = restarted.load(room)
-        if point == "uncommitted":
+        if point == "in_flight_terminated":
             assert after.version == before.version
             assert after.state.model_dump() == before.state.model_dump()
             assert after.state.search is not None and after.state.search.event == search
@@ -119,7 +159,7 @@ def test_a_select_killed_mid_save_is_all_or_nothing(pg_url: str, point: str) -> 
         restarted.close()
 
 
-def test_a_pass_killed_before_commit_leaves_the_window_and_its_passes(pg_url: str) -> None:
+def test_a_pass_killed_in_flight_leaves_the_window_and_its_passes(pg_url: str) -> None:
     app = open_rooms(pg_url)
     try:
         room, window, search = window_with_a_search(app)
@@ -130,7 +170,7 @@ def test_a_pass_killed_before_commit_leaves_the_window_and_its_passes(pg_url: st
     finally:
         app.close()
     kill_during(pg_url, room, "bene_gesserit",
-                {"type": "respond", "event": window, "action": "pass"}, "uncommitted")
+                {"type": "respond", "event": window, "action": "pass"}, "in_flight_terminated")
     restarted = open_rooms(pg_url)
     try:
         after = restarted.load(room)
