@@ -35,9 +35,8 @@ Result = dict[str, Any]
 RETRIES = 8
 
 # Rooms a process keeps in memory after saving them, for its next command on the same
-# room (most recently used kept). A kept room may be stale when another process wrote
-# since; the save's compare-and-set on the version catches that (IntegrityError), and
-# the command is decided again on a fresh load.
+# room (most recently used kept); the next command reads only the events written
+# since, by any process, instead of loading the room.
 ROOM_CACHE_ENV = "DUNE_LEDGER_ROOM_CACHE"
 DEFAULT_ROOM_CACHE = 256
 
@@ -117,24 +116,17 @@ class RoomsApp(Application[UUID]):
             command = parse_command(raw)
         except Rejection as r:
             return self._refused(room_id, r)
-        fresh = False
         decided_on = 0
         for _ in range(RETRIES):
-            room = None if fresh else self.kept.take(room_id)
-            if room is None:
-                try:
-                    room = self.load(room_id)
-                except Rejection as r:
-                    return {"ok": False, "version": 0, "error": r.as_error()}
-                fresh = True
+            try:
+                room = self.current(room_id)
+            except Rejection as r:
+                return {"ok": False, "version": 0, "error": r.as_error()}
             if command.command_id is not None:
                 done = room.commands.get(f"{seat}:{command.command_id}")
                 if done is not None:
                     return self._first_result(room.id, done)
             if command.expected_version is not None and command.expected_version != room.version:
-                if not fresh:
-                    fresh = True
-                    continue  # a kept room may be behind: judge on the stored stream
                 return {
                     "ok": False,
                     "version": room.version,
@@ -148,21 +140,13 @@ class RoomsApp(Application[UUID]):
                 randomness = self.randomness(room.state.seed, room.version)
                 tx = decide(room.state, seat, command, randomness)
             except Rejection as r:
-                if not fresh:
-                    fresh = True
-                    continue
                 return {"ok": False, "version": room.version, "error": r.as_error()}
-            if not tx.events and not fresh:
-                # Nothing to save means no compare-and-set proves the kept room current.
-                fresh = True
-                continue
             decided_on = room.version
             room.record(tx.events, tx.state, seat=seat, command_id=command.command_id, at=now())
             appended = list(room.pending)
             try:
                 self.save(room)
             except IntegrityError:
-                fresh = True
                 continue  # someone else wrote first: reload and decide again
             self.kept.keep(room)
             return {"ok": True, "version": room.version, "events": public_events(appended)}
@@ -183,6 +167,17 @@ class RoomsApp(Application[UUID]):
         return {"ok": True, "version": last, "events": public_events(records)}
 
     # --- reads ----------------------------------------------------------------
+
+    def current(self, room_id: str | UUID) -> Room:
+        """The room as stored now, to decide a command on: the room this process kept
+        after its last save, brought up to date with any events written since (one
+        query), or else a load. The caller owns it: it is no longer kept."""
+        room = self.kept.take(room_id)
+        if room is None:
+            return self.load(room_id)
+        current = project_room(room, self.records(room.id, gt=room.version))
+        assert current is not None
+        return current
 
     def load(self, room_id: str | UUID, version: int | None = None) -> Room:
         try:

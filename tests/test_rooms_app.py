@@ -223,15 +223,37 @@ def two_processes(tmp_path):
         yield a, b
 
 
-def test_a_stale_kept_room_is_caught_by_the_save_and_decided_again(two_processes):
+def test_a_kept_room_catches_up_with_what_another_process_wrote(two_processes, monkeypatch):
     a, b = two_processes
     room = a.create_room(layout())["room"]
     assert a.kept.rooms  # a keeps the room it created
     assert b.execute(room, "emperor", {"type": "draw"})["version"] == 2
+    saves = []
+    save = a.save
+    monkeypatch.setattr(a, "save", lambda *objs: saves.append(1) or save(*objs))
     drawn = a.execute(room, "emperor", {"type": "draw"})  # a's kept room is at version 1
     assert drawn["ok"] and drawn["version"] == 3
+    assert saves == [1]  # decided on the room as stored, not refused by the save
     assert [r.originator_version for r in a.records(a.load(room).id)] == [1, 2, 3]
     assert len(a.load(room).state.seat("emperor").hand) == 3
+    assert audit_room(a, room)["ok"]
+
+
+def test_a_save_that_loses_a_race_drops_the_kept_room_and_decides_again(two_processes):
+    a, b = two_processes
+    room = a.create_room(layout())["room"]
+    current = a.current
+
+    def b_writes_first(room_id):
+        up_to_date = current(room_id)
+        if up_to_date.version == 1:
+            assert b.execute(room, "emperor", {"type": "draw"})["version"] == 2
+        return up_to_date
+
+    a.current = b_writes_first  # type: ignore[method-assign]
+    drawn = a.execute(room, "emperor", {"type": "draw"})
+    assert drawn["ok"] and drawn["version"] == 3
+    assert a.kept.rooms[a.load(room).id].version == 3
     assert audit_room(a, room)["ok"]
 
 
