@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
@@ -180,10 +180,19 @@ class RoomsApp(Application[UUID]):
         return current
 
     def load(self, room_id: str | UUID, version: int | None = None) -> Room:
+        uid = room_uuid(room_id)
+        select_room = getattr(self.recorder, "select_room", None)
+        if version is None and select_room is not None:
+            # The store reads the latest snapshot and the events after it in one
+            # round trip (infrastructure/postgres.py); the fold is the library's.
+            stored = [cast("Recorded | RoomSnapshot", self.mapper.to_domain_event(e))
+                      for e in select_room(uid)]
+            latest = project_room(None, stored)
+            if latest is None:
+                raise Rejection("unknown_room", f"no room '{room_id}'")
+            return latest
         try:
-            room: Room = self.repository.get(
-                room_uuid(room_id), version=version, projector_func=project_room
-            )
+            room: Room = self.repository.get(uid, version=version, projector_func=project_room)
         except AggregateNotFoundError:
             raise Rejection("unknown_room", f"no room '{room_id}'") from None
         assert isinstance(room, Room)

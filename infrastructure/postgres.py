@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
@@ -53,6 +54,20 @@ class RoomsRecorder(PostgresApplicationRecorder):
                                                                   function=function)
         self.append_lock_timeout = f"{datastore.lock_timeout}s"
         self.append_statements: dict[int, bytes] = {}
+        # The library names the snapshots table after the events table ("x_events",
+        # "x_snapshots"): a load reads the latest snapshot and the events after it at once.
+        snapshots = Identifier(self.events_table_name.removesuffix("_events") + "_snapshots")
+        self.room_statement = SQL(
+            "WITH s AS (SELECT originator_id, originator_version, topic, state "
+            "FROM {schema}.{snapshots} WHERE originator_id = %(room)s "
+            "ORDER BY originator_version DESC LIMIT 1) "
+            "SELECT * FROM s UNION ALL "
+            "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
+            "WHERE originator_id = %(room)s "
+            "AND originator_version > COALESCE((SELECT originator_version FROM s), 0) "
+            "ORDER BY originator_version"
+        ).format(schema=schema, snapshots=snapshots, table=table)
+        self.room_bytes: bytes | None = None
 
     def append_statement(self, conn: Any, n: int) -> bytes:
         """The append of `n` events, one scalar parameter per field.
@@ -88,3 +103,15 @@ class RoomsRecorder(PostgresApplicationRecorder):
             # Prepared for the usual few events; a long batch (an import) runs unprepared.
             curs.execute(self.append_statement(conn, n), params, prepare=n <= PREPARED_UP_TO)
             return [row["id"] for row in curs.fetchall()]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_room(self, room_id: UUID) -> list[StoredEvent]:
+        """The room's latest snapshot, if any, then every event after it: one round trip."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            if self.room_bytes is None:
+                self.room_bytes = self.room_statement.as_bytes(conn)
+            curs.execute(self.room_bytes, {"room": room_id}, prepare=True)
+            return [StoredEvent(originator_id=row["originator_id"],
+                                originator_version=row["originator_version"],
+                                topic=row["topic"], state=bytes(row["state"]))
+                    for row in curs.fetchall()]

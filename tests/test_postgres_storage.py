@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from uuid import UUID, uuid4
+
 import pytest
 
-from application.audit import audit_room
+from application.audit import audit_room, state_hash
+from application.stream import project_room
+from domain.errors import Rejection
 from infrastructure.storage import UsageError, environment, open_rooms
 from tests.support import layout
 
@@ -67,8 +71,19 @@ def test_long_room_snapshots_load_the_same_state(pg_url: str) -> None:
     app = open_rooms(pg_url, DUNE_LEDGER_SNAPSHOT_INTERVAL="3")
     try:
         room = app.create_room(layout())["room"]
-        for seat in ["emperor", "harkonnen", "emperor", "harkonnen", "emperor"]:
-            assert app.execute(room, seat, {"type": "draw"})["ok"]
+        uid = UUID(room)
+        for i, seat in enumerate(["emperor", "harkonnen", "emperor", "harkonnen", "emperor"]):
+            assert app.execute(room, seat, {"type": "draw", "command_id": f"d{i}"})["ok"]
+            # One round trip (snapshot and the events after it) = the library's two.
+            fast = app.load(room)
+            library = app.repository.get(uid, projector_func=project_room)
+            assert (fast.version, fast.head_hash(), fast.commands) == (
+                library.version, library.head_hash(), library.commands)
+            assert state_hash(fast.state) == state_hash(library.state)
+        assert app.snapshots is not None
+        assert [s.originator_version for s in app.snapshots.get(uid)] == [3, 6]
+        with pytest.raises(Rejection, match="no room"):
+            app.load(uuid4())
         report = audit_room(app, room)
         assert report["ok"] and report["checks"]["live_state_matches"]["ok"]
     finally:
