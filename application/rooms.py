@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, Recording
 
 from application.stream import Recorded, Room, RoomSnapshot, project_room
 from domain import views
@@ -73,6 +73,24 @@ class RoomsApp(Application[UUID]):
             self.snapshotting_intervals = {Room: int(interval)}  # type: ignore[misc]
         self.randomness = randomness
         self.kept = KeptRooms(room_cache_size(self.env.get(ROOM_CACHE_ENV)))
+
+    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
+        """The library's save of rooms, without its runtime Protocol checks.
+
+        `ProcessingEvent.collect_events` asks `isinstance(obj, <Protocol>)` twice per
+        room, which costs a tenth of a command's CPU on Python 3.11.
+        """
+        if not all(isinstance(obj, Room) for obj in objs):
+            return super().save(*objs, **kwargs)
+        processing_event: ProcessingEvent[UUID] = ProcessingEvent()
+        for room in objs:
+            processing_event.events.extend(room.collect_events())
+            processing_event.aggregates[room.id] = room
+        processing_event.saved_kwargs.update(kwargs)
+        recordings = self._record(processing_event)
+        self._take_snapshots(processing_event)
+        self._notify(recordings)
+        return recordings
 
     def _take_snapshots(self, processing_event: ProcessingEvent[UUID]) -> None:
         """Snapshot the room just saved, from memory, when its append crossed an interval.

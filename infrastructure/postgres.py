@@ -12,14 +12,14 @@ skips one that commits later (`tests/test_pg_lock.py`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 MAX_PARAMETERS = 65535  # PostgreSQL's limit on one statement's parameters
 MAX_EVENTS_PER_APPEND = (MAX_PARAMETERS - 1) // 4
@@ -67,7 +67,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "AND originator_version > COALESCE((SELECT originator_version FROM s), 0) "
             "ORDER BY originator_version"
         ).format(schema=schema, snapshots=snapshots, table=table)
-        self.room_bytes: bytes | None = None
+        self.queries: dict[object, bytes] = {}
 
     def append_statement(self, conn: Any, n: int) -> bytes:
         """The append of `n` events, one scalar parameter per field.
@@ -107,10 +107,38 @@ class RoomsRecorder(PostgresApplicationRecorder):
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_room(self, room_id: UUID) -> list[StoredEvent]:
         """The room's latest snapshot, if any, then every event after it: one round trip."""
+        return self.select("room", lambda: self.room_statement, {"room": room_id})
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_events(self, originator_id: UUID | str, *, gt: int | None = None,
+                      lte: int | None = None, desc: bool = False,
+                      limit: int | None = None) -> Sequence[StoredEvent]:
+        """The library's query, composed once per shape instead of on every call."""
+        def statement() -> Composed:
+            return SQL(
+                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
+                "WHERE originator_id = %(room)s{gt}{lte} ORDER BY originator_version {order}{limit}"
+            ).format(
+                schema=Identifier(self.datastore.schema),
+                table=Identifier(self.events_table_name),
+                gt=SQL(" AND originator_version > %(gt)s" if gt is not None else ""),
+                lte=SQL(" AND originator_version <= %(lte)s" if lte is not None else ""),
+                order=SQL("DESC" if desc else "ASC"),
+                limit=SQL(" LIMIT %(limit)s" if limit is not None else ""),
+            )
+
+        shape = (gt is not None, lte is not None, desc, limit is not None)
+        return self.select(shape, statement, {"room": originator_id, "gt": gt, "lte": lte,
+                                              "limit": limit})
+
+    def select(self, shape: object, statement: Callable[[], Composed],
+               params: dict[str, Any]) -> list[StoredEvent]:
+        """Run a query of events, composed once per shape and kept as bytes."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            if self.room_bytes is None:
-                self.room_bytes = self.room_statement.as_bytes(conn)
-            curs.execute(self.room_bytes, {"room": room_id}, prepare=True)
+            query = self.queries.get(shape)
+            if query is None:
+                query = self.queries[shape] = statement().as_bytes(conn)
+            curs.execute(query, params, prepare=True)
             return [StoredEvent(originator_id=row["originator_id"],
                                 originator_version=row["originator_version"],
                                 topic=row["topic"], state=bytes(row["state"]))
