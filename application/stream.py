@@ -25,6 +25,11 @@ from domain.state import RoomState
 GENESIS = "0" * 64
 
 
+def chain_hash(room: str, version: int, event_type: str, body: bytes) -> str:
+    """The hash of one stored event (`Recorded.hash`), from its parts."""
+    return hashlib.sha256(f"{room}:{version}:{event_type}\n".encode() + body).hexdigest()
+
+
 @dataclass(slots=True, eq=False)
 class Recorded:
     """Treat as immutable once built: `stored` caches the exact bytes kept in the store."""
@@ -73,8 +78,8 @@ class Recorded:
         Hashing the stored bytes (not a re-serialization) lets an audit check a
         long chain at the speed of sha256, and any edit of a stored row shows.
         """
-        header = f"{self.originator_id}:{self.originator_version}:{self.type}\n".encode()
-        return hashlib.sha256(header + self.body()).hexdigest()
+        return chain_hash(str(self.originator_id), self.originator_version, self.type,
+                          self.body())
 
     def mutate(self, room: Room | None) -> Room:
         if room is None:

@@ -119,12 +119,9 @@ class PublicLog(Projector):
         room = str(rec.originator_id)
         if room not in self.seqs:
             self.seqs[room] = tx.last_seq(room)
-        entry = views.public_entry(self.seqs[room] + 1, rec.originator_version, rec.fact)
-        if entry is None:
+        text = public_entry_text(self.seqs[room] + 1, rec, state)
+        if text is None:
             return
-        text = dumps(entry)
-        if guard.public_leaks(state, text, rec.fact):
-            text = dumps(guard.withheld_entry(entry))
         self.seqs[room] += 1
         self.rows.append((room, self.seqs[room], rec.originator_version, text))
 
@@ -224,6 +221,18 @@ def autopilot_row(room: str, state: RoomState) -> Autopilot:
 
 def autopilot_entry(room: str, state_json: str) -> Autopilot:
     return autopilot_row(room, RoomState.model_validate_json(state_json))
+
+
+def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
+    """The stored JSON of `rec`'s public log entry number `seq` (None: `rec` is not
+    public), checked by the guard against `state`, the room just after `rec`."""
+    entry = views.public_entry(seq, rec.originator_version, rec.fact)
+    if entry is None:
+        return None
+    text = dumps(entry)
+    if guard.public_leaks(state, text, rec.fact):
+        text = dumps(guard.withheld_entry(entry))
+    return text
 
 
 def render(state: RoomState) -> dict[str, str]:

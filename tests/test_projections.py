@@ -19,7 +19,7 @@ from infrastructure.demo import BOX_LAYOUT
 from infrastructure.storage import open_rooms
 from infrastructure.worker import Worker
 from projections.follow import Positions, ReadModelProjection
-from projections.read_models import ReadModels, fresh_snapshot
+from projections.read_models import ReadModels, _fold_rows, fresh_rows, fresh_snapshot
 from projections.store import PUBLIC, SQLiteStore
 
 BOX = "nullentropy-box"
@@ -315,3 +315,66 @@ def test_a_damaged_stream_quarantines_its_room_not_the_others(tmp_path):
         assert app.public_view(healthy)["version"] == app.load(healthy).version
         assert app.read_models.position() == app.recorder.max_notification_id()
         assert audit_room(app, damaged)["ok"] is False
+
+
+def parsed_rows(room: str, records: list[Any]) -> dict[str, Any]:
+    log, views = fresh_rows(UUID(room), records)
+    return {"log": [orjson.loads(e) for e in log],
+            "views": {seat: orjson.loads(v) for seat, v in views.items()}}
+
+
+def test_the_one_fold_rebuild_equals_the_projectors_rebuild(monkeypatch):
+    """The audit's rebuild (one fold, the projectors' row makers) stores what the
+    projectors store, withheld rows included, and falls back to them for a damaged stream."""
+    from domain import views
+    from domain.events import CardRetrieved
+
+    real_public, real_view = CardRetrieved.public, views.seat_view
+    with open_rooms("memory://") as app:
+        rooms = play(app, rooms=3)
+        monkeypatch.setattr(CardRetrieved, "public",  # a leaky rule module: withheld rows
+                            lambda self: {**real_public(self), "card": self.card})
+        monkeypatch.setattr(views, "seat_view", lambda state, faction: {
+            **real_view(state, faction), "peek": list(state.deck)})
+        rooms += play(app, rooms=1)
+        for room in rooms:
+            records = app.records(UUID(room))
+            assert _fold_rows(UUID(room), records) is not None
+            assert parsed_rows(room, records) == fresh_snapshot(UUID(room), records)
+            for cut in (1, 4, len(records) - 1):  # as of an earlier stored version
+                assert parsed_rows(room, records[:cut]) == fresh_snapshot(UUID(room),
+                                                                          records[:cut])
+        assert "withheld" in str(parsed_rows(rooms[-1], app.records(UUID(rooms[-1]))))
+        records = app.records(UUID(rooms[0]))
+        for damaged in (records[:3] + records[4:], records[1:], records + records[-1:]):
+            assert _fold_rows(UUID(rooms[0]), damaged) is None
+            assert parsed_rows(rooms[0], damaged) == fresh_snapshot(UUID(rooms[0]), damaged)
+
+
+def test_the_audit_reads_stored_rows_as_parsed_json(tmp_path):
+    """A row stored with other spacing or key order is no mismatch; a changed value in the
+    middle of the log, a missing view or an extra one is."""
+    path = tmp_path / "rows.db"
+    with open_rooms(f"sqlite:///{path}") as app:
+        room = play(app, rooms=1)[0]
+        assert audit_room(app, room)["checks"]["read_models_match"]["ok"] is True
+        with sqlite3.connect(path) as db:
+            for seq, entry in db.execute("SELECT seq, entry FROM dl_public_log WHERE room = ?",
+                                         (room,)).fetchall():
+                spaced = orjson.dumps(dict(reversed(orjson.loads(entry).items())),
+                                      option=orjson.OPT_INDENT_2).decode()
+                db.execute("UPDATE dl_public_log SET entry = ? WHERE room = ? AND seq = ?",
+                           (spaced, room, seq))
+        assert audit_room(app, room)["checks"]["read_models_match"] == {"ok": True,
+                                                                        "details": []}
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE dl_public_log SET entry = replace(entry, 'chaumas', 'kulon') "
+                       "WHERE room = ? AND seq = 3", (room,))
+            db.execute("DELETE FROM dl_seat_views WHERE room = ? AND seat = 'harkonnen'",
+                       (room,))
+            db.execute("INSERT INTO dl_seat_views VALUES (?, 'fremen', 1, '{}')", (room,))
+        check = audit_room(app, room)["checks"]["read_models_match"]
+        assert check["ok"] is False
+        assert any("public log differs" in d for d in check["details"])
+        assert any(d.startswith("harkonnen's view") for d in check["details"])
+        assert any(d.startswith("fremen's view") for d in check["details"])
