@@ -14,8 +14,9 @@ Figures (sizes are for the full run; --quick and --smoke shrink them):
   10,000 and one of 100,000 events, against merely reading and decoding the
   same stored events (RoomsApp.records).
 - load: a full replay (every stored event folded, no snapshot) against
-  RoomsApp.load with snapshots, and with the aggregate cache warm; the state
-  hashes must be identical.
+  RoomsApp.load with snapshots, and with the room kept in memory after its last
+  command (RoomsApp.current: the kept room brought up to date with one query);
+  the state hashes must be identical.
 - cost growth: command latency (RoomsApp.execute) at versions 10, 10,000 and
   100,000 of a room, snapshots on, as a ratio to version 10.
 - memory: peak RSS of a `dune-ledger worker --once` process on a database of
@@ -89,7 +90,6 @@ SIZES: dict[str, dict[str, Any]] = {
 BATCH = 2_000  # events per save while building a long room
 TAIL = 300  # a long room's last events are saved one command at a time
 ROOMS_PER_SAVE = 250  # rooms per save while filling the worker's database
-CACHE_SIZE = 100  # AGGREGATE_CACHE_MAXSIZE of the cached app
 SPICE = 1_000_000  # enough for every Box fee of a long room
 
 notes: list[str] = []
@@ -310,7 +310,7 @@ def bench_throughput(storage: str, tmp: Path, size: dict[str, Any]) -> list[dict
     return rows
 
 
-def bench_replay_and_load(app: RoomsApp, cached: RoomsApp, room_id: str, events: int,
+def bench_replay_and_load(app: RoomsApp, room_id: str, events: int,
                           storage: str, loads: int) -> tuple[dict[str, Any], dict[str, Any]]:
     from uuid import UUID
 
@@ -339,10 +339,16 @@ def bench_replay_and_load(app: RoomsApp, cached: RoomsApp, room_id: str, events:
     full_hash = state_hash(full_replay().state)
     snap = median_time(lambda: app.load(uid), loads)
     snap_hash = state_hash(app.load(uid).state)
-    cached.load(uid)  # warm the aggregate cache
-    warm = median_time(lambda: cached.load(uid), loads)
+    def kept() -> Room:
+        # What a command starts from when this process saved the room last.
+        room = app.current(uid)
+        app.kept.keep(room)
+        return room
+
+    app.kept.keep(app.load(uid))  # as after the room's last command here
+    warm = median_time(kept, loads)
     interval = app.snapshotting_intervals.get(Room)
-    warm_hash = state_hash(cached.load(uid).state)
+    warm_hash = state_hash(kept().state)
     load = {
         "storage": storage, "size": events, "events": stored,
         "full_replay_ms": round(full * 1000, 2),
@@ -382,7 +388,6 @@ def bench_storage_rooms(storage: str, tmp: Path, size: dict[str, Any]
     replays, loads, growth = [], [], []
     with database(storage, tmp, "long") as url:
         app = open_rooms(url)
-        cached = open_rooms(url, AGGREGATE_CACHE_MAXSIZE=str(CACHE_SIZE))
         try:
             # Long rooms end half a snapshot interval past a snapshot: the average
             # number of events a load folds on top of one.
@@ -390,7 +395,7 @@ def bench_storage_rooms(storage: str, tmp: Path, size: dict[str, Any]
             lengths = sorted(set(size["rooms"]) | set(size["versions"]))
             rooms = {n: long_room(app, n + (half if n > 100 else 0), seed=n) for n in lengths}
             for n in size["rooms"]:
-                replay, load = bench_replay_and_load(app, cached, rooms[n], n, storage,
+                replay, load = bench_replay_and_load(app, rooms[n], n, storage,
                                                      size["loads"])
                 replays.append(replay)
                 loads.append(load)
@@ -406,7 +411,6 @@ def bench_storage_rooms(storage: str, tmp: Path, size: dict[str, Any]
                 say(f"{storage}: command latency at version {versions[n]}: "
                     f"{median * 1000:.2f} ms")
         finally:
-            cached.close()
             app.close()
     return replays, loads, growth
 
@@ -496,7 +500,7 @@ def table_rows(report: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
                      f"{r['ratio']:.2f}", "≥ 100,000/s"))
     for r in f.get("load", []):
         goal = "≥ 100×, same hash" if r["size"] >= 100_000 else "same hash"
-        for key, name in (("snapshot", "snapshots"), ("cache", "warm cache")):
+        for key, name in (("snapshot", "snapshots"), ("cache", "kept room")):
             same = "" if r[f"{key}_hash_matches"] else ", HASH DIFFERS"
             rows.append((f"load, {r['size']:,}-event room, {name}", LABEL[r["storage"]],
                          f"{r[f'{key}_load_ms']:.2f} ms vs {r['full_replay_ms']:,.0f} ms replay",
@@ -571,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         "mode": name, "machine": machine(),
         "code": {"root": str(CODE_ROOT), "commit": code_commit()},
         "seconds": round(time.perf_counter() - started, 1),
-        "settings": {**size, "aggregate_cache_maxsize": CACHE_SIZE,
+        "settings": {**size,
                      "snapshot_interval": os.environ.get("DUNE_LEDGER_SNAPSHOT_INTERVAL")
                      or "the application's default (see figures.load)"},
         "figures": figures, "notes": notes,
