@@ -168,3 +168,21 @@ def test_writers_in_several_threads_and_a_follower_miss_nothing(pg):
             w.close()
         assert len(stored_ids(app)) > pairs * writers * 2
         assert skipped(app, follower) == []
+
+
+def test_an_append_waits_for_the_lock_no_longer_than_the_lock_timeout(pg):
+    import psycopg
+
+    with open_rooms(pg, POSTGRES_LOCK_TIMEOUT="1") as app:
+        recorder = app.recorder
+        assert recorder.append_lock_timeout == "1s"
+        holder = in_flight_probe(app, pg)  # holds the table lock until it ends
+        try:
+            # Without the timeout the append would wait as long as the holder.
+            with psycopg.connect(pg, autocommit=True) as conn, \
+                    pytest.raises(psycopg.errors.LockNotAvailable):
+                conn.execute(recorder.append_statement(conn, 1),
+                             [uuid.uuid4(), 1, "Probe", b"", recorder.append_lock_timeout])
+        finally:
+            holder.rollback()
+            holder.close()
