@@ -140,11 +140,14 @@ class RoomsApp(Application[UUID]):
                 room = self.current(room_id)
             except Rejection as r:
                 return {"ok": False, "version": 0, "error": r.as_error()}
+            # An answer that appends nothing leaves the room as stored: keep it.
             if command.command_id is not None:
                 done = room.commands.get(f"{seat}:{command.command_id}")
                 if done is not None:
+                    self.kept.keep(room)
                     return self._first_result(room.id, done)
             if command.expected_version is not None and command.expected_version != room.version:
+                self.kept.keep(room)
                 return {
                     "ok": False,
                     "version": room.version,
@@ -158,6 +161,7 @@ class RoomsApp(Application[UUID]):
                 randomness = self.randomness(room.state.seed, room.version)
                 tx = decide(room.state, seat, command, randomness)
             except Rejection as r:
+                self.kept.keep(room)  # decide copies the state before its first change
                 return {"ok": False, "version": room.version, "error": r.as_error()}
             decided_on = room.version
             room.record(tx.events, tx.state, seat=seat, command_id=command.command_id, at=now())

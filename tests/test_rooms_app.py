@@ -286,3 +286,17 @@ def test_the_room_cache_can_be_turned_off_and_rejects_nonsense(tmp_path):
         assert not rooms.kept.rooms
     with pytest.raises(ValueError, match="DUNE_LEDGER_ROOM_CACHE"):
         open_rooms(url, DUNE_LEDGER_ROOM_CACHE="lots")
+
+
+@pytest.mark.parametrize("command", [
+    {"type": "begin_search", "card": BOX},  # not in the emperor's hand
+    {"type": "draw", "expected_version": 9},
+])
+def test_a_refused_command_keeps_the_room_as_stored(tmp_path, command):
+    with open_rooms(f"sqlite:///{tmp_path}/rooms.db") as rooms:
+        room = rooms.create_room(layout())["room"]
+        assert not rooms.execute(room, "emperor", command)["ok"]
+        kept = rooms.kept.rooms[rooms.load(room).id]
+        assert state_hash(kept.state) == state_hash(rooms.load(room).state)
+        assert kept.version == 1 and not kept.pending
+        assert rooms.execute(room, "emperor", {"type": "draw"})["version"] == 2
