@@ -184,10 +184,14 @@ class ReadModels:
 
 
 def same_json(stored: str | None, fresh: str | None) -> bool:
-    """Equal as parsed JSON (None: no row); equal texts need no parsing."""
+    """Equal as parsed JSON (None: no row); equal texts need no parsing. A stored
+    row that is not JSON at all differs from any rebuilt one."""
     if stored == fresh:
         return True
-    return _parsed(stored) == _parsed(fresh)
+    try:
+        return _parsed(stored) == _parsed(fresh)
+    except orjson.JSONDecodeError:
+        return False
 
 
 def _parsed(text: str | None) -> Any:

@@ -378,3 +378,8 @@ def test_the_audit_reads_stored_rows_as_parsed_json(tmp_path):
         assert any("public log differs" in d for d in check["details"])
         assert any(d.startswith("harkonnen's view") for d in check["details"])
         assert any(d.startswith("fremen's view") for d in check["details"])
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE dl_seat_views SET view = '{not json' WHERE room = ? "
+                       "AND seat = 'emperor'", (room,))
+        check = audit_room(app, room)["checks"]["read_models_match"]
+        assert any(d.startswith("emperor's view") for d in check["details"])
