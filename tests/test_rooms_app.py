@@ -131,6 +131,13 @@ def test_snapshots_give_the_same_state_as_a_full_replay(tmp_path):
             assert rooms.execute(room, "emperor", {"type": "discard", "card": drawn})["ok"]
         assert rooms.snapshots is not None
         assert list(rooms.snapshots.get(rooms.load(room).id))
+        # The room kept after those commands is the same room too.
+        uid = rooms.load(room).id
+        kept = rooms.kept.rooms[uid]
+        full = replay(r.fact for r in rooms.records(uid))
+        assert state_hash(kept.state) == state_hash(full)
+        assert kept.head_hash() == rooms.records(uid)[-1].hash()
+        assert kept.commands == rooms.load(room).commands
     with open_rooms(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="3") as rooms:
         loaded = rooms.load(room)
         full = replay(r.fact for r in rooms.records(loaded.id))
