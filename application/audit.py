@@ -17,7 +17,7 @@ from uuid import UUID
 
 import orjson
 
-from application.rooms import RoomsApp, room_uuid
+from application.rooms import RoomFold, RoomsApp, room_uuid
 from application.stream import GENESIS, Recorded, chain_hash
 from domain.catalog import room_cards
 from domain.errors import Rejection
@@ -48,7 +48,10 @@ class Check:
         return {"ok": not self.problems, "details": self.problems}
 
 
-def audit_records(room_id: str, records: list[Recorded]) -> tuple[dict[str, Any], RoomState | None]:
+def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None = None,
+                  ) -> tuple[dict[str, Any], RoomState | None]:
+    """Replay and check `records`; `fold` (the read models' own) sees the state after
+    each event the replay applied, in order, and nothing after one it could not."""
     names = ["cards_conserved", "spice_conserved", "shuffles_are_permutations",
              "hands_within_limits", "chain_intact"]
     checks = {name: Check() for name in names}
@@ -97,6 +100,8 @@ def audit_records(room_id: str, records: list[Recorded]) -> tuple[dict[str, Any]
         except Exception as e:  # a stored event that does not fit the state it follows
             chain.fail(f"version {v} ({fact.type}) cannot be applied: {e}")
             break
+        if fold is not None:
+            fold.step(rec, state)
 
         # Every zone after every event: a forged event may move any card. The catalog
         # ids are unique, so "each exactly once" is: as many cards as ids, the same set.
@@ -170,16 +175,19 @@ def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
     records = app.records(uid)
     if not records:
         raise Rejection("unknown_room", f"no room '{room_id}'")
-    report, replayed = audit_records(str(uid), records)
+    models = app.read_models
+    fold = models.room_fold(uid) if models is not None else None
+    report, replayed = audit_records(str(uid), records, fold)
     live = _live_state_hash(app, uid)
     matches = replayed is not None and state_hash(replayed) == live
     report["checks"]["live_state_matches"] = {
         "ok": matches,
         "details": [] if matches else [f"the loaded state (snapshots included) is {live}"],
     }
-    # The stored projections against a fresh rebuild of this room in memory.
+    # The stored projections against a fresh rebuild of this room in memory, made
+    # along the replay above.
     report["checks"]["read_models_match"] = (
-        app.read_models.check_room(uid, records) if app.read_models is not None
+        models.check_room(uid, records, fold) if models is not None
         else {"ok": None, "details": ["not checked: this app has no read models"]}
     )
     report["ok"] = all(c["ok"] is not False for c in report["checks"].values())

@@ -27,6 +27,7 @@ from domain.errors import Rejection
 from domain.layout import build_room, parse_layout
 from domain.randomness import Randomness
 from domain.rules import decide, initial_state
+from domain.state import RoomState
 
 # (room seed or None, room version) -> the randomness for one decision
 RandomnessFactory = Callable[[int | None, int], Randomness]
@@ -354,7 +355,18 @@ class ReadModelsPort(Protocol):
 
     def wait(self, room: str, version: int, timeout: float) -> bool: ...
 
-    def check_room(self, room_id: UUID, records: list[Recorded]) -> dict[str, Any]: ...
+    def room_fold(self, room_id: UUID) -> RoomFold: ...
+
+    def check_room(self, room_id: UUID, records: list[Recorded],
+                   fold: RoomFold | None = None) -> dict[str, Any]: ...
+
+
+class RoomFold(Protocol):
+    """What the read models make of a room along a replay someone else runs (the
+    audit's), so that checking them does not fold the room a second time."""
+
+    def step(self, rec: Recorded, state: RoomState) -> None:
+        """`state` is the replay's own room just after `rec`: read it, keep no copy."""
 
 
 def room_uuid(room_id: str | UUID) -> UUID:

@@ -22,6 +22,7 @@ import orjson
 from application.stream import Recorded
 from domain.events import RoomCreated
 from domain.rules import apply, initial_state
+from domain.state import RoomState
 from projections.projectors import (
     Item,
     Projector,
@@ -150,12 +151,18 @@ class ReadModels:
 
     # --- audit --------------------------------------------------------------------------
 
-    def check_room(self, room_id: UUID, records: list[Recorded]) -> dict[str, Any]:
+    def room_fold(self, room_id: UUID) -> RoomRows:
+        return RoomRows(room_id)
+
+    def check_room(self, room_id: UUID, records: list[Recorded],
+                   fold: object = None) -> dict[str, Any]:
         """Do the stored read models of a room equal a fresh rebuild in memory?
 
         The fresh rebuild projects the room's own records, up to the version the
         stored models have reached, so a write landing meanwhile is no mismatch.
-        Rows compare as parsed JSON, as a reader sees them.
+        `fold`, made by `room_fold` and stepped along the caller's own replay of
+        `records`, spares a second fold when it covers them all. Rows compare as
+        parsed JSON, as a reader sees them.
         """
         room = str(room_id)
         try:
@@ -163,8 +170,10 @@ class ReadModels:
             stored_log = self.store.log(room)
             stored_views = self.store.room_views(room)
             version = self.version(room) or 0
-            fresh_log, fresh_views = fresh_rows(
-                room_id, [r for r in records if r.originator_version <= version])
+            rebuilt = [r for r in records if r.originator_version <= version]
+            rows = (fold.rows(records) if isinstance(fold, RoomRows)
+                    and len(rebuilt) == len(records) else None)
+            fresh_log, fresh_views = rows if rows is not None else fresh_rows(room_id, rebuilt)
         except Exception as e:  # a stream the projectors cannot fold is a failed check
             return {"ok": False, "details": [f"the read models cannot be rebuilt: {e}"]}
         details: list[str] = []
@@ -238,19 +247,65 @@ def _fold_rows(room_id: UUID, records: list[Recorded]) -> tuple[list[str], dict[
     if not records or not isinstance(records[0].fact, RoomCreated):
         return None
     state = initial_state(records[0].fact)
-    log: list[str] = []
-    for version, rec in enumerate(records, start=1):
-        if rec.originator_version != version or rec.originator_id != room_id:
-            return None
-        if version > 1:
+    rows = RoomRows(room_id)
+    for rec in records:
+        if rows.seen:
             try:
                 apply(state, rec.fact)
             except Exception:  # the projectors quarantine the room here
                 return None
-        text = public_entry_text(len(log) + 1, rec, state)
+        rows.step(rec, state)
+        if not rows.clean:
+            return None
+    return rows.rows(records)
+
+
+class RoomRows:
+    """`_fold_rows` along a replay that someone else runs: `step` gets each record
+    and the replay's state just after it, `rows` gives the rows (None: rebuild them
+    as `fresh_rows` does). It keeps only the log texts and the last state.
+
+    A replay may stop early (an event that cannot be applied, or no RoomCreated
+    first) and leave its state half changed: the rows are given only when every
+    record was stepped, in order, with nothing amiss.
+    """
+
+    def __init__(self, room_id: UUID) -> None:
+        self.room_id = room_id
+        self.log: list[str] = []
+        self.seen = 0
+        self.clean = True  # versions 1, 2, ... of this room, RoomCreated first
+        self.error: Exception | None = None  # a row maker failed, as `_fold_rows` would
+        self.last: Recorded | None = None
+        self.state: RoomState | None = None
+
+    def step(self, rec: Recorded, state: RoomState) -> None:
+        if not self.clean or self.error is not None:
+            return
+        self.seen += 1
+        if rec.originator_version != self.seen or rec.originator_id != self.room_id or (
+            self.seen == 1 and not isinstance(rec.fact, RoomCreated)
+        ):
+            self.clean = False
+            return
+        try:
+            text = public_entry_text(len(self.log) + 1, rec, state)
+        except Exception as e:  # not the replay's failure: raised again by `rows`
+            self.error = e
+            return
         if text is not None:
-            log.append(text)
-    return log, render(state)
+            self.log.append(text)
+        self.last, self.state = rec, state
+
+    def rows(self, records: list[Recorded]) -> tuple[list[str], dict[str, str]] | None:
+        """The rows of `records`, if they are what was stepped, to the last."""
+        if not self.clean:
+            return None
+        if self.error is not None:
+            raise self.error
+        if self.state is None or self.seen != len(records) or records[-1] is not self.last:
+            return None
+        return self.log, render(self.state)
 
 
 def open_read_models(app: Any) -> ReadModels:
