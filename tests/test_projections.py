@@ -435,6 +435,6 @@ def test_the_read_model_check_reuses_the_audits_fold(monkeypatch):
         views["emperor"] = (views["emperor"][0], "{}")
         tampered = models.check_room(UUID(room), records, folded(room, records))
         assert tampered == {"ok": False, "details": [
-            "the public log differs (%d entries stored, %d rebuilt)" % (len(entries),
-                                                                         len(entries)),
+            f"the public log differs ({len(entries)} entries stored, "
+            f"{len(entries)} rebuilt)",
             "emperor's view differs from a fresh rebuild"]}
