@@ -7,17 +7,14 @@ passes when none is false.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
 import orjson
 
-from application.rooms import RoomFold, RoomsApp, room_uuid
+from application.rooms import RoomFold, RoomsApp, gc_paused, room_uuid
 from application.stream import GENESIS, Recorded, chain_hash
 from domain.catalog import room_cards
 from domain.errors import Rejection
@@ -149,25 +146,6 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
 def audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
     with gc_paused():
         return _audit_room(app, room_id)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a room is read and replayed.
-
-    An audit keeps every record of the room alive (100,000 events are millions
-    of objects) and allocates steadily, so the collector ran again and again over
-    all of them, finding next to nothing: what a replay drops is freed by reference
-    counting. It resumes (unless someone else had stopped it) when the audit ends,
-    and collects whatever cycles were left then.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from uuid import UUID
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
 MAX_PARAMETERS = 65535  # PostgreSQL's limit on one statement's parameters
@@ -131,15 +132,33 @@ class RoomsRecorder(PostgresApplicationRecorder):
         return self.select(shape, statement, {"room": originator_id, "gt": gt, "lte": lte,
                                               "limit": limit})
 
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_stream(self, room_id: UUID) -> list[tuple[int, str, bytes]]:
+        """Every event of a room as (version, topic, stored bytes), for the mapper's
+        `stream`: a long read (an audit) builds no StoredEvent and no UUID per row."""
+        def statement() -> Composed:
+            return SQL(
+                "SELECT originator_version, topic, state FROM {schema}.{table} "
+                "WHERE originator_id = %(room)s ORDER BY originator_version"
+            ).format(schema=Identifier(self.datastore.schema),
+                     table=Identifier(self.events_table_name))
+
+        return self.rows("stream", statement, {"room": room_id})
+
     def select(self, shape: object, statement: Callable[[], Composed],
                params: dict[str, Any]) -> list[StoredEvent]:
-        """Run a query of events, composed once per shape and kept as bytes."""
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+        """Events (originator_id, originator_version, topic, state) as StoredEvents."""
+        return [StoredEvent(originator_id=room, originator_version=version, topic=topic,
+                            state=bytes(state))
+                for room, version, topic, state in self.rows(shape, statement, params)]
+
+    def rows(self, shape: object, statement: Callable[[], Composed],
+             params: dict[str, Any]) -> list[Any]:
+        """Run a query of events, composed once per shape and kept as bytes; plain tuples."""
+        with self.datastore.get_connection() as conn, \
+                conn.cursor(row_factory=tuple_row) as curs:
             query = self.queries.get(shape)
             if query is None:
                 query = self.queries[shape] = statement().as_bytes(conn)
             curs.execute(query, params, prepare=True)
-            return [StoredEvent(originator_id=row["originator_id"],
-                                originator_version=row["originator_version"],
-                                topic=row["topic"], state=bytes(row["state"]))
-                    for row in curs.fetchall()]
+            return curs.fetchall()

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 from urllib.parse import unquote, urlparse
@@ -60,24 +60,36 @@ class RoomMapper(Mapper[UUID]):
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        body = self.transcoder.decode(stored_event.state)
         originator_id = stored_event.originator_id
         if not isinstance(originator_id, UUID):
             originator_id = UUID(str(originator_id))
         if stored_event.topic == "RoomSnapshot":
+            body = self.transcoder.decode(stored_event.state)
             return RoomSnapshot(
                 originator_id=originator_id,
                 originator_version=stored_event.originator_version,
                 state=body["state"],
                 at=body["at"],
             )
-        cls = EVENT_TYPES[stored_event.topic]
+        return self.recorded(originator_id, stored_event.originator_version,
+                             stored_event.topic, bytes(stored_event.state))
+
+    def stream(self, room_id: UUID, rows: Iterable[tuple[int, str, bytes]]) -> list[Recorded]:
+        """A room's events from its stored (version, topic, bytes) rows, each as
+        `to_domain_event` makes it, without a StoredEvent or a UUID per row."""
+        recorded = self.recorded
+        return [recorded(room_id, version, topic, state if type(state) is bytes else bytes(state))
+                for version, topic, state in rows]
+
+    def recorded(self, room_id: UUID, version: int, topic: str, stored: bytes) -> Recorded:
+        body = self.transcoder.decode(stored)
+        cls = EVENT_TYPES[topic]
         fact = body["fact"]
         if body["v"] != cls.schema_version:
             fact = cls.upcast(fact, body["v"])
         return Recorded(
-            originator_id,
-            stored_event.originator_version,
+            room_id,
+            version,
             cls.trusted(fact),
             body["prev"],
             body["seat"],
@@ -86,7 +98,7 @@ class RoomMapper(Mapper[UUID]):
             body["at"],
             body["meta"],
             # An upcast payload is not what was stored: hash what was stored.
-            bytes(stored_event.state),
+            stored,
         )
 
 

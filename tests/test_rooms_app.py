@@ -159,6 +159,12 @@ def test_mapper_round_trip():
             back = mapper.to_domain_event(stored)
             assert isinstance(back, Recorded)
             assert back.payload() == rec.payload() and back.hash() == rec.hash()
+            # Rebuilt without validation, yet what validation would have built.
+            assert back.fact == type(back.fact).model_validate(back.fact.model_dump())
+            assert back.fact.model_fields_set == set(type(back.fact).model_fields)
+            assert mapper.stream(back.originator_id, [(stored.originator_version,
+                                                       stored.topic, stored.state)]
+                                 )[0].payload() == rec.payload()
 
 
 def tamper(path, sql, *params):
