@@ -19,6 +19,14 @@ from pydantic import BaseModel, ConfigDict
 from domain.state import Control, RoomState, Search
 
 EVENT_TYPES: dict[str, type[Event]] = {}
+FIELD_COUNTS: dict[type[BaseModel], int] = {}
+# The four slots of every pydantic model, set through their descriptors: an
+# `object.__setattr__` looks each one up through the class, and a long replay
+# rebuilds every stored event.
+_set_dict, _set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[slot].__set__
+    for slot in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__",
+                 "__pydantic_private__"))
 
 
 class Event(BaseModel):
@@ -43,13 +51,16 @@ class Event(BaseModel):
         A payload that lacks a field (one added later with a default) goes
         through pydantic's model_construct so the default is filled in.
         """
-        if len(data) != len(cls.__pydantic_fields__):
+        fields = FIELD_COUNTS.get(cls)
+        if fields is None:
+            fields = FIELD_COUNTS[cls] = len(cls.__pydantic_fields__)
+        if len(data) != fields:
             return cls.model_construct(**data)
-        event = cls.__new__(cls)
-        object.__setattr__(event, "__dict__", data)
-        object.__setattr__(event, "__pydantic_fields_set__", set(data))
-        object.__setattr__(event, "__pydantic_extra__", None)
-        object.__setattr__(event, "__pydantic_private__", None)
+        event = object.__new__(cls)
+        _set_dict(event, data)
+        _set_fields_set(event, set(data))
+        _set_extra(event, None)
+        _set_private(event, None)
         return event
 
     @classmethod
