@@ -154,11 +154,12 @@ class RoomsRecorder(PostgresApplicationRecorder):
 
     def rows(self, shape: object, statement: Callable[[], Composed],
              params: dict[str, Any]) -> list[Any]:
-        """Run a query of events, composed once per shape and kept as bytes; plain tuples."""
+        """Run a query of events, composed once per shape and kept as bytes; plain
+        tuples, sent in binary (the stored bytes as they are, not as hex text)."""
         with self.datastore.get_connection() as conn, \
                 conn.cursor(row_factory=tuple_row) as curs:
             query = self.queries.get(shape)
             if query is None:
                 query = self.queries[shape] = statement().as_bytes(conn)
-            curs.execute(query, params, prepare=True)
+            curs.execute(query, params, prepare=True, binary=True)
             return curs.fetchall()
