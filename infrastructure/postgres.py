@@ -28,6 +28,10 @@ PREPARED_UP_TO = 16
 
 
 class RoomsRecorder(PostgresApplicationRecorder):
+    # What the append function runs before it inserts ({schema}, {table}): the lock
+    # that makes ids commit in order. scripts/bench_pg_lock.py measures alternatives.
+    append_lock = "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE"
+
     def __init__(self, datastore: PostgresDatastore, *,
                  events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
@@ -42,7 +46,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "RETURNS SETOF bigint LANGUAGE plpgsql AS $BODY$ "
             "BEGIN "
             "PERFORM set_config('lock_timeout', lock_timeout, true); "
-            "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
+            "{lock}"
             "NOTIFY {channel}; "
             "RETURN QUERY INSERT INTO {schema}.{table} "
             "(originator_id, originator_version, topic, state) "
@@ -50,6 +54,8 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "RETURNING notification_id; "
             "END; $BODY$"
         ).format(schema=schema, function=function, table=table,
+                 lock=SQL(self.append_lock + "; " if self.append_lock else "").format(
+                     schema=schema, table=table),
                  channel=Identifier(self.channel_name)))
         self.append_function = SQL("{schema}.{function}").format(schema=schema,
                                                                   function=function)

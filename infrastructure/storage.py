@@ -191,7 +191,10 @@ def environment(url: str) -> dict[str, str]:
         if not parsed.hostname or not parsed.path.strip("/"):
             raise UsageError(f"'{url}' needs a host and a database name")
         env["PERSISTENCE_MODULE"] = "eventsourcing.postgres"
-        env["APPLICATION_RECORDER_TOPIC"] = "infrastructure.postgres:RoomsRecorder"
+        # The library's own variable, when set, names another recorder (benchmarks
+        # compare locking schemes with it); it must be a RoomsRecorder or the library's.
+        env["APPLICATION_RECORDER_TOPIC"] = (os.environ.get("APPLICATION_RECORDER_TOPIC")
+                                             or "infrastructure.postgres:RoomsRecorder")
         env["POSTGRES_DBNAME"] = parsed.path.strip("/")
         env["POSTGRES_HOST"] = parsed.hostname
         env["POSTGRES_PORT"] = str(parsed.port or 5432)

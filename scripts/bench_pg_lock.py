@@ -4,13 +4,15 @@
     scripts/bench_pg_lock.py                          # every recorder, 1, 2 and 4 processes
     scripts/bench_pg_lock.py --recorders lock,gate --procs 2 --pairs 100
 
-eventsourcing's PostgreSQL recorder takes `LOCK TABLE ... IN EXCLUSIVE MODE`
-in every write and holds it until the commit, so notification ids commit in
-the order they were issued and a reader following the log (`select_notifications`
-after its last id) never passes an id that commits later. The recorders
-compared, each selected through eventsourcing's `APPLICATION_RECORDER_TOPIC`:
+The product's recorder (infrastructure/postgres.py, like eventsourcing's own)
+takes `LOCK TABLE ... IN EXCLUSIVE MODE` in every append and holds it until
+the commit, so notification ids commit in the order they were issued and a
+reader following the log (`select_notifications` after its last id) never
+passes an id that commits later. The recorders compared differ only in what
+the append function runs before it inserts (`RoomsRecorder.append_lock`), each
+selected through eventsourcing's `APPLICATION_RECORDER_TOPIC`:
 
-- `lock`: the library's recorder as the product uses it (the table lock);
+- `lock`: the product's recorder (the table lock);
 - `nolock`: the same without the lock (the upper bound on speed; readers may skip);
 - `gate`: writers take a shared advisory lock (the gate) instead of the table
   lock, so they no longer wait for each other's commits; a reader closes the
@@ -44,9 +46,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from eventsourcing.persistence import Notification
-from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier, Literal
 
+from infrastructure.postgres import RoomsRecorder
 from infrastructure.throwaway import throwaway_database
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -55,22 +57,20 @@ from bench_commands import CTX, LAYOUT, run_mix  # noqa: E402
 GATE_KEY = 0x646C6774  # any fixed advisory-lock key of its own
 
 
-class NoLockRecorder(PostgresApplicationRecorder):
-    """The library's recorder without the table lock: inserts run side by side."""
+class NoLockRecorder(RoomsRecorder):
+    """The product's recorder without the table lock: inserts run side by side."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lock_table_statements = []
+    append_lock = ""
 
 
-class GateRecorder(PostgresApplicationRecorder):
+class GateRecorder(RoomsRecorder):
     """Writers share a gate until they commit; a reader closes it to learn the settled id."""
+
+    append_lock = f"PERFORM pg_advisory_xact_lock_shared({GATE_KEY})"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         timeout = SQL("SET LOCAL lock_timeout = '{0}s'").format(self.datastore.lock_timeout)
-        self.lock_table_statements = [
-            timeout, SQL("SELECT pg_advisory_xact_lock_shared({0})").format(Literal(GATE_KEY))]
         self.close_gate = [timeout, SQL("SELECT pg_advisory_xact_lock({0})").format(
             Literal(GATE_KEY))]
         self.last_issued = SQL("SELECT pg_sequence_last_value(pg_get_serial_sequence("
@@ -100,7 +100,7 @@ class GateRecorder(PostgresApplicationRecorder):
 
 
 RECORDERS = {
-    "lock": None,  # the library's own
+    "lock": None,  # the product's (infrastructure/postgres.py)
     "nolock": f"{__name__ if __name__ != '__main__' else 'bench_pg_lock'}:NoLockRecorder",
     "gate": f"{__name__ if __name__ != '__main__' else 'bench_pg_lock'}:GateRecorder",
 }

@@ -5,7 +5,7 @@ and the library's LISTEN/NOTIFY subscription do). If a transaction holding a
 lower id could commit after a higher one was read, the follower would pass it
 by for ever. The product's recorder (infrastructure/postgres.py) prevents that
 with the events-table lock its append function takes; `NoLockRecorder` (the
-library's recorder without its lock) shows the check catches a skip.
+same recorder without the lock) shows the check catches a skip.
 The throughput side is `scripts/bench_pg_lock.py`.
 """
 
@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
 from infrastructure.postgres import RoomsRecorder
@@ -35,12 +34,10 @@ LAYOUT: dict[str, Any] = {
 }
 
 
-class NoLockRecorder(PostgresApplicationRecorder):
-    """The library's recorder without the table lock (what the check must catch)."""
+class NoLockRecorder(RoomsRecorder):
+    """The product's recorder without the table lock (what the check must catch)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lock_table_statements = []
+    append_lock = ""
 
 
 @pytest.fixture
@@ -92,17 +89,9 @@ def in_flight_probe(app: Any, url: str) -> Any:
     import psycopg
 
     recorder = app.recorder
-    ds = recorder.datastore
     conn = psycopg.connect(url)
-    if isinstance(recorder, RoomsRecorder):
-        conn.execute(recorder.append_statement(conn, 1),
-                     [uuid.uuid4(), 1, "Probe", b"", recorder.append_lock_timeout])
-        return conn
-    for statement in recorder.lock_table_statements:
-        conn.execute(statement)
-    conn.execute(SQL("INSERT INTO {0}.{1} (originator_id, originator_version, topic, state) "
-                     "VALUES (%s, 1, 'Probe', '')").format(
-        Identifier(ds.schema), Identifier(recorder.events_table_name)), (uuid.uuid4(),))
+    conn.execute(recorder.append_statement(conn, 1),
+                 [uuid.uuid4(), 1, "Probe", b"", recorder.append_lock_timeout])
     return conn
 
 
