@@ -195,7 +195,7 @@ class RoomsApp(Application[UUID]):
 
     def current(self, room_id: str | UUID) -> Room:
         """The room as stored now, to decide a command on: the room this process kept
-        after its last save, brought up to date with any events written since (one
+        after its last command on it, brought up to date with any events written since (one
         query), or else a load. The caller owns it: it is no longer kept."""
         room = self.kept.take(room_id)
         if room is None:
@@ -342,10 +342,6 @@ class KeptRooms:
             self.rooms[room.id] = room
             while len(self.rooms) > self.size:
                 self.rooms.popitem(last=False)
-
-    def clear(self) -> None:
-        with self.lock:
-            self.rooms.clear()
 
 
 def room_cache_size(raw: str | None) -> int:

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict
 from domain.state import Control, RoomState, Search
 
 EVENT_TYPES: dict[str, type[Event]] = {}
-FIELD_COUNTS: dict[type[BaseModel], int] = {}
 # The four slots of every pydantic model, set through their descriptors: an
 # `object.__setattr__` looks each one up through the class, and a long replay
 # rebuilds every stored event.
@@ -51,10 +50,7 @@ class Event(BaseModel):
         A payload that lacks a field (one added later with a default) goes
         through pydantic's model_construct so the default is filled in.
         """
-        fields = FIELD_COUNTS.get(cls)
-        if fields is None:
-            fields = FIELD_COUNTS[cls] = len(cls.__pydantic_fields__)
-        if len(data) != fields:
+        if len(data) != len(cls.__pydantic_fields__):
             return cls.model_construct(**data)
         event = object.__new__(cls)
         _set_dict(event, data)

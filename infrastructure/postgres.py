@@ -3,8 +3,8 @@
 The library's recorder appends in a client-side transaction: lock the events
 table, notify, insert a composite array, then commit, two round trips with
 the table lock held in between, and the composite array encoded in Python.
-Here a server function does the same under the same lock, from four plain
-arrays, in one autocommitted statement. The guarantee is the library's: an
+Here a server function does the same under the same lock, from arrays built
+of scalar parameters, in one autocommitted statement. The guarantee is the library's: an
 EXCLUSIVE lock on the table from before the notification ids are drawn until
 the commit, so ids commit in order and a reader following the log never
 skips one that commits later (`tests/test_pg_lock.py`).
@@ -25,6 +25,7 @@ from psycopg.sql import SQL, Composed, Identifier
 MAX_PARAMETERS = 65535  # PostgreSQL's limit on one statement's parameters
 MAX_EVENTS_PER_APPEND = (MAX_PARAMETERS - 1) // 4
 PREPARED_UP_TO = 16
+EVENT_COLUMNS = "originator_id, originator_version, topic, state"
 
 
 class RoomsRecorder(PostgresApplicationRecorder):
@@ -65,15 +66,14 @@ class RoomsRecorder(PostgresApplicationRecorder):
         # "x_snapshots"): a load reads the latest snapshot and the events after it at once.
         snapshots = Identifier(self.events_table_name.removesuffix("_events") + "_snapshots")
         self.room_statement = SQL(
-            "WITH s AS (SELECT originator_id, originator_version, topic, state "
+            "WITH s AS (SELECT {columns} "
             "FROM {schema}.{snapshots} WHERE originator_id = %(room)s "
             "ORDER BY originator_version DESC LIMIT 1) "
             "SELECT * FROM s UNION ALL "
-            "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
-            "WHERE originator_id = %(room)s "
+            "SELECT {columns} FROM {schema}.{table} WHERE originator_id = %(room)s "
             "AND originator_version > COALESCE((SELECT originator_version FROM s), 0) "
             "ORDER BY originator_version"
-        ).format(schema=schema, snapshots=snapshots, table=table)
+        ).format(columns=SQL(EVENT_COLUMNS), schema=schema, snapshots=snapshots, table=table)
         self.queries: dict[object, bytes] = {}
 
     def append_statement(self, conn: Any, n: int) -> bytes:
@@ -121,35 +121,32 @@ class RoomsRecorder(PostgresApplicationRecorder):
                       lte: int | None = None, desc: bool = False,
                       limit: int | None = None) -> Sequence[StoredEvent]:
         """The library's query, composed once per shape instead of on every call."""
-        def statement() -> Composed:
-            return SQL(
-                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
-                "WHERE originator_id = %(room)s{gt}{lte} ORDER BY originator_version {order}{limit}"
-            ).format(
-                schema=Identifier(self.datastore.schema),
-                table=Identifier(self.events_table_name),
-                gt=SQL(" AND originator_version > %(gt)s" if gt is not None else ""),
-                lte=SQL(" AND originator_version <= %(lte)s" if lte is not None else ""),
-                order=SQL("DESC" if desc else "ASC"),
-                limit=SQL(" LIMIT %(limit)s" if limit is not None else ""),
-            )
-
         shape = (gt is not None, lte is not None, desc, limit is not None)
-        return self.select(shape, statement, {"room": originator_id, "gt": gt, "lte": lte,
-                                              "limit": limit})
+        return self.select(shape, lambda: self.events_query(EVENT_COLUMNS, *shape),
+                           {"room": originator_id, "gt": gt, "lte": lte, "limit": limit})
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_stream(self, room_id: UUID) -> list[tuple[int, str, bytes]]:
         """Every event of a room as (version, topic, stored bytes), for the mapper's
         `stream`: a long read (an audit) builds no StoredEvent and no UUID per row."""
-        def statement() -> Composed:
-            return SQL(
-                "SELECT originator_version, topic, state FROM {schema}.{table} "
-                "WHERE originator_id = %(room)s ORDER BY originator_version"
-            ).format(schema=Identifier(self.datastore.schema),
-                     table=Identifier(self.events_table_name))
+        return self.rows("stream", lambda: self.events_query("originator_version, topic, state"),
+                         {"room": room_id})
 
-        return self.rows("stream", statement, {"room": room_id})
+    def events_query(self, columns: str, gt: bool = False, lte: bool = False,
+                     desc: bool = False, limit: bool = False) -> Composed:
+        """A room's events, in version order, after %(gt)s, up to %(lte)s, %(limit)s of them."""
+        return SQL(
+            "SELECT {columns} FROM {schema}.{table} "
+            "WHERE originator_id = %(room)s{gt}{lte} ORDER BY originator_version {order}{limit}"
+        ).format(
+            columns=SQL(columns),
+            schema=Identifier(self.datastore.schema),
+            table=Identifier(self.events_table_name),
+            gt=SQL(" AND originator_version > %(gt)s" if gt else ""),
+            lte=SQL(" AND originator_version <= %(lte)s" if lte else ""),
+            order=SQL("DESC" if desc else "ASC"),
+            limit=SQL(" LIMIT %(limit)s" if limit else ""),
+        )
 
     def select(self, shape: object, statement: Callable[[], Composed],
                params: dict[str, Any]) -> list[StoredEvent]:

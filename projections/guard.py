@@ -46,27 +46,26 @@ def card_ids(text: str) -> set[str]:
     return {CARD_BYTES[w] for w in CARD_KEYS.intersection(words.split())}
 
 
+def is_secret_to_all(state: RoomState, cid: str) -> bool:
+    """A card nobody may see named: in the deck, or in an open search's inventory."""
+    search = state.search
+    return cid in state.deck or (search is not None and cid in search.discard
+                                 and cid not in state.discard[-1:])
+
+
 def secret_to_all(state: RoomState) -> set[str]:
-    """Cards nobody may see named: the deck, and an open search's inventory."""
-    hidden = set(state.deck)
-    if state.search is not None:
-        top = state.discard[-1:]
-        hidden.update(cid for cid in state.search.discard if cid not in top)
-    return hidden
+    inventory = state.search.discard if state.search is not None else []
+    return {cid for cid in [*state.deck, *inventory] if is_secret_to_all(state, cid)}
 
 
 def public_leaks(state: RoomState, text: str, event: Event | None = None) -> set[str]:
-    """`card_ids(text) & secret_to_all(state)`, plus a retrieved card, without a set of
-    the deck for every stored row."""
+    """The cards `text` names that are secret to all, or the card a search just took;
+    asked of each named card, not of a set of the deck for every stored row."""
     named = card_ids(text)
     if not named:
         return named
-    search = state.search
-    top = state.discard[-1:]
     retrieved = event.card if isinstance(event, CardRetrieved) else None
-    return {cid for cid in named
-            if cid in state.deck or cid == retrieved
-            or (search is not None and cid in search.discard and cid not in top)}
+    return {cid for cid in named if cid == retrieved or is_secret_to_all(state, cid)}
 
 
 def seat_leaks(state: RoomState, seat: str, text: str, public_ids: set[str]) -> set[str]:

@@ -217,11 +217,16 @@ def configured_cache() -> int:
     return int(raw)
 
 
-def fresh_snapshot(room_id: UUID, records: list[Recorded]) -> dict[str, Any]:
-    """Project one room's records into an empty memory store."""
+def projected(records: list[Recorded]) -> ReadModels:
+    """The projectors' own rebuild of `records` into an empty memory store."""
     models = ReadModels(None, None, MemoryStore())
     models.process([(rec, rec.originator_version) for rec in records])
-    return models.snapshot(str(room_id))
+    return models
+
+
+def fresh_snapshot(room_id: UUID, records: list[Recorded]) -> dict[str, Any]:
+    """Project one room's records into an empty memory store."""
+    return projected(records).snapshot(str(room_id))
 
 
 def fresh_rows(room_id: UUID, records: list[Recorded]) -> tuple[list[str], dict[str, str]]:
@@ -230,9 +235,8 @@ def fresh_rows(room_id: UUID, records: list[Recorded]) -> tuple[list[str], dict[
     rows = _fold_rows(room_id, records)
     if rows is not None:
         return rows
-    models = ReadModels(None, None, MemoryStore())
-    models.process([(rec, rec.originator_version) for rec in records])
-    return models.store.log(str(room_id)), models.store.room_views(str(room_id))
+    store = projected(records).store
+    return store.log(str(room_id)), store.room_views(str(room_id))
 
 
 def _fold_rows(room_id: UUID, records: list[Recorded]) -> tuple[list[str], dict[str, str]] | None:
