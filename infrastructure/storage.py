@@ -185,6 +185,7 @@ def environment(url: str) -> dict[str, str]:
         if not path:
             raise UsageError(f"no file in '{url}': use sqlite:///PATH")
         env["PERSISTENCE_MODULE"] = "eventsourcing.sqlite"
+        env["APPLICATION_RECORDER_TOPIC"] = "infrastructure.sqlite:RoomsSQLiteRecorder"
         env["SQLITE_DBNAME"] = path
         env["SQLITE_LOCK_TIMEOUT"] = os.environ.get("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", "10")
     elif parsed.scheme in ("postgresql", "postgres"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import orjson
 import pytest
@@ -313,3 +314,57 @@ def test_a_refused_command_keeps_the_room_as_stored(tmp_path, command):
         assert state_hash(kept.state) == state_hash(rooms.load(room).state)
         assert kept.version == 1 and not kept.pending
         assert rooms.execute(room, "emperor", {"type": "draw"})["version"] == 2
+
+
+@pytest.mark.parametrize("storage", ["sqlite", "postgresql"])
+def test_a_whole_stream_reads_as_the_library_reads_it(storage: str, tmp_path: Path,
+                                                      request: pytest.FixtureRequest,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean read of a whole stream (plain rows: no StoredEvent, no UUID per row)
+    gives the library's records: the same facts, upcasts included, and the exact
+    stored bytes the chain hash covers. It leaves the collector as it found it."""
+    import gc
+
+    from domain.events import CardDrawn
+
+    def fields(r: Recorded) -> tuple[object, ...]:
+        return (type(r.originator_id), r.originator_id, r.originator_version, type(r.fact),
+                r.fact.model_dump(), r.fact.model_fields_set, r.prev_hash, r.seat,
+                r.command_id, r.append, r.at, r.meta, type(r.stored), r.stored)
+
+    def unused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a whole stream is read without StoredEvents")
+
+    url = (request.getfixturevalue("pg_url") if storage == "postgresql"
+           else f"sqlite:///{tmp_path}/rooms.db")
+    app = open_rooms(url)
+    try:
+        room = app.create_room(layout())["room"]
+        for seat in ("emperor", "harkonnen"):
+            assert app.execute(room, seat, {"type": "draw"})["ok"]
+        uid = app.load(room).id
+        monkeypatch.setattr(CardDrawn, "schema_version", 2)
+        monkeypatch.setattr(CardDrawn, "upcast", classmethod(
+            lambda cls, data, v: {**data, "seat": f"{data['seat']}@v{v}"}))
+        with monkeypatch.context() as m:
+            m.setattr(app.recorder, "select_events", unused)
+            lean = app.records(uid)
+        library = [e for e in app.events.get(uid) if isinstance(e, Recorded)]
+        assert len(lean) == 3 and [fields(r) for r in lean] == [fields(r) for r in library]
+        drawn = [r.fact for r in lean if isinstance(r.fact, CardDrawn)]
+        assert [fact.seat for fact in drawn] == ["emperor@v1", "harkonnen@v1"]
+        assert all(b'"v":1' in r.body() for r in lean[1:])  # as stored, not as upcast
+        assert all(after.prev_hash == before.hash()
+                   for before, after in zip(lean, lean[1:], strict=False))
+        assert [fields(r) for r in app.records(uid, gt=1)] == [fields(r) for r in lean[1:]]
+
+        gc.disable()
+        try:
+            app.records(uid)
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        app.records(uid)
+        assert gc.isenabled()
+    finally:
+        app.close()
