@@ -56,9 +56,12 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
     state: RoomState | None = None
     cards: Counter[str] = Counter()
     catalog_ids: frozenset[str] = frozenset()
+    catalog_size = 0
     spice = 0
     prev_hash = GENESIS
-    hands_before: dict[str, int] = {}
+    # Hand sizes, seat by seat: after the last event, and before the current append.
+    hands: list[int] = []
+    hands_before: list[int] = []
     # The chain header names the room: its text is made once, not once per event.
     room: object = None
     room_text = ""
@@ -83,10 +86,12 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
                 state = initial_state(fact)
                 cards = Counter(c.id for c in room_cards(tuple(state.expansions)))
                 catalog_ids = frozenset(cards)
+                catalog_size = len(catalog_ids)
                 spice = state.total_spice()
+                hands = [len(seat.hand) for seat in state.seats]
             else:
                 if rec.append == v:
-                    hands_before = {seat.faction: len(seat.hand) for seat in state.seats}
+                    hands_before = hands
                 if isinstance(fact, SHUFFLES) and Counter(
                     fact.order
                 ) != Counter(state.discard):
@@ -107,11 +112,14 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
         held.update(discard, cache, removed)
         count = len(deck) + len(discard) + len(cache) + len(removed)
         total = state.bank  # RoomState.total_spice, in the same pass as the hands
+        hands = []
         for seat in state.seats:
-            held.update(seat.hand)
-            count += len(seat.hand)
+            hand = seat.hand
+            held.update(hand)
+            hands.append(len(hand))
             total += seat.spice
-        if count != len(catalog_ids) or held != catalog_ids:
+        count += sum(hands)
+        if count != catalog_size or held != catalog_ids:
             held_ids = deck + discard + cache + removed
             for seat in state.seats:
                 held_ids += seat.hand
@@ -123,10 +131,11 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
             checks["spice_conserved"].fail(
                 f"version {v}: seats and bank hold {total}, not {spice}"
             )
-        if v > 1 and (i == last or records[i + 1].append != rec.append):  # an append ends
-            for seat in state.seats:
-                held_now = len(seat.hand)
-                before = hands_before.get(seat.faction, held_now)
+        # When an append ends, a hand that grew in it may not end above its limit.
+        if v > 1 and hands != hands_before and (
+            i == last or records[i + 1].append != rec.append
+        ):
+            for seat, held_now, before in zip(state.seats, hands, hands_before, strict=False):
                 if held_now > before and held_now > seat.limit:
                     checks["hands_within_limits"].fail(
                         f"version {v}: {seat.faction} holds {held_now} "

@@ -40,10 +40,41 @@ def card_ids(text: str) -> set[str]:
     stands between two token characters (a negative number, say, does not).
     """
     words = text.encode().translate(SEPARATORS)
-    if b"--" in words or b" -" in words or b"- " in words or words[:1] == b"-" \
-            or words[-1:] == b"-":
+    if b"-" in words and (b"--" in words or b" -" in words or b"- " in words
+                          or words[:1] == b"-" or words[-1:] == b"-"):
         return {t for t in TOKEN.findall(text) if t in CARDS}
     return {CARD_BYTES[w] for w in CARD_KEYS.intersection(words.split())}
+
+
+# What `entry_card_ids` keeps: bounded, and cleared whole when full (the vocabulary of
+# log entries, seats times cards times event types, is far smaller in practice).
+NAMED_BY_ENTRY: dict[tuple[Any, ...], frozenset[str]] = {}
+NAMED_BY_ENTRY_LIMIT = 65_536
+
+
+def entry_card_ids(entry: dict[str, Any], text: str) -> frozenset[str]:
+    """`card_ids(text)` of a public log entry's stored text, kept per entry shape.
+
+    Entries that differ only in their `seq` and `version` numbers name the same
+    cards: a number is no card id, and JSON's punctuation keeps it a token of its
+    own. So the answer is kept under the entry with both set to 0; an entry whose
+    `seq` or `version` is not a number, or with a field that cannot be a key, is
+    scanned every time. The scan of every log row was most of a replay's guard.
+    """
+    if type(entry.get("seq")) is not int or type(entry.get("version")) is not int:
+        return frozenset(card_ids(text))
+    try:
+        shape = entry.copy()
+        shape["seq"] = shape["version"] = 0
+        key = tuple(shape.items())
+        named = NAMED_BY_ENTRY.get(key)
+    except TypeError:  # an unhashable field value (a list, a dict)
+        return frozenset(card_ids(text))
+    if named is None:
+        if len(NAMED_BY_ENTRY) >= NAMED_BY_ENTRY_LIMIT:
+            NAMED_BY_ENTRY.clear()
+        named = NAMED_BY_ENTRY[key] = frozenset(card_ids(text))
+    return named
 
 
 def is_secret_to_all(state: RoomState, cid: str) -> bool:
@@ -58,12 +89,15 @@ def secret_to_all(state: RoomState) -> set[str]:
     return {cid for cid in [*state.deck, *inventory] if is_secret_to_all(state, cid)}
 
 
-def public_leaks(state: RoomState, text: str, event: Event | None = None) -> set[str]:
-    """The cards `text` names that are secret to all, or the card a search just took;
-    asked of each named card, not of a set of the deck for every stored row."""
-    named = card_ids(text)
+def public_leaks(state: RoomState, text: str, event: Event | None = None,
+                 named: frozenset[str] | None = None) -> set[str]:
+    """The cards `text` names (`named`, when the caller knows them) that are secret to
+    all, or the card a search just took; asked of each named card, not of a set of the
+    deck for every stored row."""
+    if named is None:
+        named = frozenset(card_ids(text))
     if not named:
-        return named
+        return set()
     retrieved = event.card if isinstance(event, CardRetrieved) else None
     return {cid for cid in named if cid == retrieved or is_secret_to_all(state, cid)}
 

@@ -230,7 +230,7 @@ def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
     if entry is None:
         return None
     text = dumps(entry)
-    if guard.public_leaks(state, text, rec.fact):
+    if guard.public_leaks(state, text, rec.fact, guard.entry_card_ids(entry, text)):
         text = dumps(guard.withheld_entry(entry))
     return text
 

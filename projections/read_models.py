@@ -287,9 +287,10 @@ class RoomRows:
         if not self.clean or self.error is not None:
             return
         self.seen += 1
-        if rec.originator_version != self.seen or rec.originator_id != self.room_id or (
-            self.seen == 1 and not isinstance(rec.fact, RoomCreated)
-        ):
+        room = rec.originator_id  # the same object for a whole stream read at once
+        if rec.originator_version != self.seen or (
+            room is not self.room_id and room != self.room_id
+        ) or (self.seen == 1 and not isinstance(rec.fact, RoomCreated)):
             self.clean = False
             return
         try:
