@@ -24,11 +24,11 @@ from eventsourcing.persistence import IntegrityError, Recording
 
 from application.stream import Recorded, Room, RoomSnapshot, project_room
 from domain import views
-from domain.commands import parse_command
+from domain.commands import Command, parse_command
 from domain.errors import Rejection
 from domain.layout import build_room, parse_layout
 from domain.randomness import Randomness
-from domain.rules import decide, initial_state
+from domain.rules import Tx, decide, initial_state
 from domain.state import RoomState
 
 # (room seed or None, room version) -> the randomness for one decision
@@ -138,46 +138,60 @@ class RoomsApp(Application[UUID]):
         except Rejection as r:
             return self._refused(room_id, r)
         decided_on = 0
+        lost_a_race = False
         for _ in range(RETRIES):
             try:
-                room = self.current(room_id)
+                room, as_stored = self._room_to_decide_on(room_id)
             except Rejection as r:
                 return {"ok": False, "version": 0, "error": r.as_error()}
-            # An answer that appends nothing leaves the room as stored: keep it.
-            if command.command_id is not None:
-                done = room.commands.get(f"{seat}:{command.command_id}")
-                if done is not None:
-                    self.kept.keep(room)
-                    return self._first_result(room.id, done)
-            if command.expected_version is not None and command.expected_version != room.version:
-                self.kept.keep(room)
-                return {
-                    "ok": False,
-                    "version": room.version,
-                    "error": {
-                        "code": "conflict",
-                        "message": f"the room is at version {room.version}, "
-                        f"not {command.expected_version}",
-                    },
-                }
-            try:
-                randomness = self.randomness(room.state.seed, room.version)
-                tx = decide(room.state, seat, command, randomness)
-            except Rejection as r:
+            room.written_elsewhere |= lost_a_race
+            outcome = self._decide(room, seat, command)
+            if not isinstance(outcome, Tx) and not as_stored:
+                # A stale room may answer what the stored room would not: the answer
+                # counts only once the room is known to be as stored.
+                kept_at = room.version
+                room = self._up_to_date(room)
+                if room.version != kept_at:
+                    outcome = self._decide(room, seat, command)
+            if not isinstance(outcome, Tx):
                 self.kept.keep(room)  # decide copies the state before its first change
-                return {"ok": False, "version": room.version, "error": r.as_error()}
+                return outcome
             decided_on = room.version
-            room.record(tx.events, tx.state, seat=seat, command_id=command.command_id, at=now())
+            room.record(outcome.events, outcome.state, seat=seat,
+                        command_id=command.command_id, at=now())
             appended = list(room.pending)
             try:
                 self.save(room)
             except IntegrityError:
-                continue  # someone else wrote first: reload and decide again
+                lost_a_race = True  # someone else wrote first: load and decide again
+                continue
             self.kept.keep(room)
             return {"ok": True, "version": room.version, "events": public_events(appended)}
         # The version this command last decided on; the room has moved past it since.
         return {"ok": False, "version": decided_on,
                 "error": {"code": "busy", "message": "the room kept changing; try again"}}
+
+    def _decide(self, room: Room, seat: str, command: Command) -> Tx | Result:
+        """The events `command` appends to `room` (a Tx), or the answer that appends nothing."""
+        if command.command_id is not None:
+            done = room.commands.get(f"{seat}:{command.command_id}")
+            if done is not None:
+                return self._first_result(room.id, done)
+        if command.expected_version is not None and command.expected_version != room.version:
+            return {
+                "ok": False,
+                "version": room.version,
+                "error": {
+                    "code": "conflict",
+                    "message": f"the room is at version {room.version}, "
+                    f"not {command.expected_version}",
+                },
+            }
+        try:
+            randomness = self.randomness(room.state.seed, room.version)
+            return decide(room.state, seat, command, randomness)
+        except Rejection as r:
+            return {"ok": False, "version": room.version, "error": r.as_error()}
 
     def _refused(self, room_id: str, r: Rejection) -> Result:
         try:
@@ -193,6 +207,21 @@ class RoomsApp(Application[UUID]):
 
     # --- reads ----------------------------------------------------------------
 
+    def _room_to_decide_on(self, room_id: str | UUID) -> tuple[Room, bool]:
+        """The room to decide a command on, and whether it is known to be as stored.
+
+        A room this process kept, and that no other process is known to write, is
+        decided on as kept: if it is stale after all, the save is refused (the
+        version is taken) and the command is decided again on the room as stored,
+        so an append costs no read first. Any other room is read as stored now.
+        """
+        room = self.kept.take(room_id)
+        if room is None:
+            return self.load(room_id), True
+        if room.written_elsewhere:
+            return self._up_to_date(room), True
+        return room, False
+
     def current(self, room_id: str | UUID) -> Room:
         """The room as stored now, to decide a command on: the room this process kept
         after its last command on it, brought up to date with any events written since (one
@@ -200,9 +229,15 @@ class RoomsApp(Application[UUID]):
         room = self.kept.take(room_id)
         if room is None:
             return self.load(room_id)
-        current = project_room(room, self.records(room.id, gt=room.version))
-        assert current is not None
-        return current
+        return self._up_to_date(room)
+
+    def _up_to_date(self, room: Room) -> Room:
+        """`room` with the events written since this process last saw it (one query)."""
+        newer = self.records(room.id, gt=room.version)
+        if newer:
+            project_room(room, newer)
+            room.written_elsewhere = True
+        return room
 
     def load(self, room_id: str | UUID, version: int | None = None) -> Room:
         uid = room_uuid(room_id)

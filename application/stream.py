@@ -108,6 +108,8 @@ class Room:
         self.token_hashes: dict[str, str] = {}
         self.commands: dict[str, list[int]] = {}  # "seat:command_id" -> [first, last]
         self.pending: list[Recorded] = []
+        # Another process was seen writing this room: catch up before deciding on it.
+        self.written_elsewhere = False
 
     def head_hash(self) -> str:
         if self.last_hash is None:

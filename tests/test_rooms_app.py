@@ -237,34 +237,57 @@ def two_processes(tmp_path):
         yield a, b
 
 
-def test_a_kept_room_catches_up_with_what_another_process_wrote(two_processes, monkeypatch):
+def test_a_stale_kept_room_is_caught_by_the_save_and_then_caught_up_first(two_processes,
+                                                                         monkeypatch):
+    """A process decides on the room it kept without reading first; when another
+    process wrote meanwhile, the save is refused, the command is decided again on
+    the room as stored, and from then on that room is caught up before deciding."""
     a, b = two_processes
     room = a.create_room(layout())["room"]
     assert a.kept.rooms  # a keeps the room it created
     assert b.execute(room, "emperor", {"type": "draw"})["version"] == 2
-    saves = []
-    save = a.save
+    saves: list[int] = []
+    reads: list[int] = []
+    save, records = a.save, a.records
     monkeypatch.setattr(a, "save", lambda *objs: saves.append(1) or save(*objs))
+    monkeypatch.setattr(a, "records", lambda *args, **kw: reads.append(1) or records(*args, **kw))
     drawn = a.execute(room, "emperor", {"type": "draw"})  # a's kept room is at version 1
     assert drawn["ok"] and drawn["version"] == 3
-    assert saves == [1]  # decided on the room as stored, not refused by the save
-    assert [r.originator_version for r in a.records(a.load(room).id)] == [1, 2, 3]
-    assert len(a.load(room).state.seat("emperor").hand) == 3
+    assert saves == [1, 1] and reads == []  # refused at version 2, then a load, then saved
+    assert a.kept.rooms[a.load(room).id].written_elsewhere
+
+    assert b.execute(room, "harkonnen", {"type": "draw"})["version"] == 4
+    saves.clear()
+    drawn = a.execute(room, "harkonnen", {"type": "draw"})
+    assert drawn["ok"] and drawn["version"] == 5
+    assert saves == [1] and reads == [1]  # caught up with one read, saved once
+    assert [r.originator_version for r in records(a.load(room).id)] == [1, 2, 3, 4, 5]
+    hands = a.load(room).state
+    assert (len(hands.seat("emperor").hand), len(hands.seat("harkonnen").hand)) == (3, 4)
     assert audit_room(a, room)["ok"]
+
+
+def test_a_room_only_this_process_writes_is_decided_on_without_a_read(tmp_path, monkeypatch):
+    with open_rooms(f"sqlite:///{tmp_path}/rooms.db") as app:
+        room = app.create_room(layout())["room"]
+        monkeypatch.setattr(app, "records", None)  # any read of events would fail
+        monkeypatch.setattr(app, "load", None)
+        for version in (2, 3, 4):
+            assert app.execute(room, "emperor", {"type": "draw"})["version"] == version
 
 
 def test_a_save_that_loses_a_race_drops_the_kept_room_and_decides_again(two_processes):
     a, b = two_processes
     room = a.create_room(layout())["room"]
-    current = a.current
+    to_decide_on = a._room_to_decide_on
 
     def b_writes_first(room_id):
-        up_to_date = current(room_id)
-        if up_to_date.version == 1:
+        found, as_stored = to_decide_on(room_id)
+        if found.version == 1:
             assert b.execute(room, "emperor", {"type": "draw"})["version"] == 2
-        return up_to_date
+        return found, as_stored
 
-    a.current = b_writes_first  # type: ignore[method-assign]
+    a._room_to_decide_on = b_writes_first  # type: ignore[method-assign]
     drawn = a.execute(room, "emperor", {"type": "draw"})
     assert drawn["ok"] and drawn["version"] == 3
     assert a.kept.rooms[a.load(room).id].version == 3
