@@ -46,37 +46,6 @@ def card_ids(text: str) -> set[str]:
     return {CARD_BYTES[w] for w in CARD_KEYS.intersection(words.split())}
 
 
-# What `entry_card_ids` keeps: bounded, and cleared whole when full (the vocabulary of
-# log entries, seats times cards times event types, is far smaller in practice).
-NAMED_BY_ENTRY: dict[tuple[Any, ...], frozenset[str]] = {}
-NAMED_BY_ENTRY_LIMIT = 65_536
-
-
-def entry_card_ids(entry: dict[str, Any], text: str) -> frozenset[str]:
-    """`card_ids(text)` of a public log entry's stored text, kept per entry shape.
-
-    Entries that differ only in their `seq` and `version` numbers name the same
-    cards: a number is no card id, and JSON's punctuation keeps it a token of its
-    own. So the answer is kept under the entry with both set to 0; an entry whose
-    `seq` or `version` is not a number, or with a field that cannot be a key, is
-    scanned every time. The scan of every log row was most of a replay's guard.
-    """
-    if type(entry.get("seq")) is not int or type(entry.get("version")) is not int:
-        return frozenset(card_ids(text))
-    try:
-        shape = entry.copy()
-        shape["seq"] = shape["version"] = 0
-        key = tuple(shape.items())
-        named = NAMED_BY_ENTRY.get(key)
-    except TypeError:  # an unhashable field value (a list, a dict)
-        return frozenset(card_ids(text))
-    if named is None:
-        if len(NAMED_BY_ENTRY) >= NAMED_BY_ENTRY_LIMIT:
-            NAMED_BY_ENTRY.clear()
-        named = NAMED_BY_ENTRY[key] = frozenset(card_ids(text))
-    return named
-
-
 def is_secret_to_all(state: RoomState, cid: str) -> bool:
     """A card nobody may see named: in the deck, or in an open search's inventory."""
     search = state.search

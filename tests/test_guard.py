@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import random
+from typing import Any
+from uuid import uuid4
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from application.stream import GENESIS, Recorded
+from domain import views
 from domain.catalog import CARDS
-from domain.events import CardRetrieved
-from projections import guard
-from projections.projectors import dumps
+from domain.events import (
+    CardDiscarded,
+    CardDrawn,
+    CardRetrieved,
+    DiscardReshuffled,
+    Event,
+    FeePaid,
+)
+from domain.state import RoomState
+from projections import guard, projectors
+from projections.projectors import UNSHAPED, dumps, entry_shape, public_entry_text
 from tests.support import layout, run, state_of
 
 IDS = sorted(CARDS)
@@ -51,32 +63,80 @@ def test_public_leaks_are_the_named_cards_hidden_from_everyone():
                 hidden | {event.card})
 
 
-@given(st.lists(st.sampled_from(PIECES), max_size=6),
-       st.lists(st.tuples(st.integers(-3, 10**9), st.integers(-3, 10**9),
-                          st.sampled_from([*IDS, "x", 7, None])), min_size=1, max_size=4))
-def test_a_log_entry_names_the_cards_its_text_names_whatever_its_numbers(pieces, entries):
-    """The answer kept for an entry shape is the scan of each entry's own text."""
-    for seq, version, card in entries:
-        entry = {"seq": seq, "version": version, "type": "CardDiscarded",
-                 "text": "".join(pieces), "card": card}
-        text = dumps(entry)
-        assert guard.entry_card_ids(entry, text) == by_regex(text)
+class ShapeProbe(Event):
+    """An event whose one field may hold any JSON scalar, for the entry shapes."""
+
+    value: Any
+    seat: str = "emperor"
+
+    def public(self) -> dict[str, Any]:
+        return {"value": self.value, "seat": self.seat}
+
+    def text(self) -> str:
+        return f"{self.seat} probed {self.value}"
 
 
-def test_an_entry_whose_numbers_or_fields_are_not_plain_is_scanned_every_time(monkeypatch):
-    monkeypatch.setattr(guard, "NAMED_BY_ENTRY", {})
-    hidden = "kulon"
-    overridden = {"seq": hidden, "version": 3, "type": "X", "text": "t"}
-    assert guard.entry_card_ids(overridden, dumps(overridden)) == {hidden}
-    unhashable = {"seq": 1, "version": 3, "type": "X", "text": "t", "cards": [hidden]}
-    assert guard.entry_card_ids(unhashable, dumps(unhashable)) == {hidden}
-    assert guard.NAMED_BY_ENTRY == {}  # neither was kept
+def rendered_every_time(seq: int, rec: Recorded, state: RoomState) -> str | None:
+    """The log entry as the projector made it before entry shapes were kept."""
+    entry = views.public_entry(seq, rec.originator_version, rec.fact)
+    if entry is None:
+        return None
+    text = dumps(entry)
+    if guard.public_leaks(state, text, rec.fact):
+        text = dumps(guard.withheld_entry(entry))
+    return text
+
+
+WORDS = [*IDS[:6], "nullentropy-box", 'a"seq":0', '"version":0', "-", "é", "x y", ""]
+SCALARS = st.one_of(st.sampled_from(WORDS), st.integers(-2, 3), st.booleans(), st.none(),
+                    st.sampled_from([1.0, 0.5]))
+
+
+def event_of(kind: str, word: str, scalar: Any, n: int) -> Event:
+    if kind == "drawn":
+        return CardDrawn(seat=word, card=word)
+    if kind == "discarded":
+        return CardDiscarded(seat="emperor", card=word)
+    if kind == "fee":
+        return FeePaid(seat=word, amount=n % 7, card=word)
+    if kind == "probe":
+        return ShapeProbe(value=scalar, seat=word)
+    return DiscardReshuffled(order=[word, word])
+
+
+@given(st.lists(st.tuples(st.sampled_from(["drawn", "discarded", "fee", "probe", "shuffle"]),
+                          st.sampled_from(WORDS), SCALARS, st.integers(0, 10**6),
+                          st.integers(1, 10**6)), min_size=1, max_size=6))
+def test_a_kept_entry_shape_renders_what_rendering_every_time_does(events):
+    """Text and guard verdict alike, whatever the numbers, warm or cold, on a state
+    where the Box is in the deck (secret to all) and other cards are not."""
+    state = state_of(layout())
+    room = uuid4()
+    for kind, word, scalar, seq, version in events:
+        fact = event_of(kind, word, scalar, seq)
+        rec = Recorded(room, version, fact, GENESIS, "emperor", None, version, "at")
+        for n in (seq, seq + 1):
+            assert public_entry_text(n, rec, state) == rendered_every_time(n, rec, state)
+
+
+def test_entries_that_cannot_be_shaped_are_rendered_every_time():
+    assert entry_shape(DiscardReshuffled(order=["kulon"])) is UNSHAPED  # a list field
+    assert entry_shape(ShapeProbe(value=[1])) is UNSHAPED
+    assert entry_shape(CardDrawn(seat="emperor", card="kulon")) not in (None, UNSHAPED)
+
+
+def test_equal_values_of_other_types_are_other_shapes():
+    state = state_of(layout())
+    texts = set()
+    for value in (1, True, 1.0):
+        rec = Recorded(uuid4(), 2, ShapeProbe(value=value), GENESIS, "emperor", None, 2, "at")
+        texts.add(public_entry_text(1, rec, state))
+    assert len(texts) == 3
 
 
 def test_the_kept_entry_shapes_are_bounded(monkeypatch):
-    monkeypatch.setattr(guard, "NAMED_BY_ENTRY", {})
-    monkeypatch.setattr(guard, "NAMED_BY_ENTRY_LIMIT", 3)
+    monkeypatch.setattr(projectors, "ENTRY_SHAPES", {})
+    monkeypatch.setattr(projectors, "ENTRY_SHAPES_LIMIT", 3)
     for n in range(7):
-        entry = {"seq": n, "version": n, "type": "X", "text": f"shield-{n}"}
-        assert guard.entry_card_ids(entry, dumps(entry)) == by_regex(f"shield-{n}")
-        assert len(guard.NAMED_BY_ENTRY) <= 3
+        entry_shape(CardDrawn(seat=f"seat-{n}", card="kulon"))
+        assert len(projectors.ENTRY_SHAPES) <= 3
