@@ -185,6 +185,7 @@ def grow(app: RoomsApp, room_id: str, target: int, seed: int) -> int:
             app.save(room)
     if room.pending:
         app.save(room)
+    app.kept.keep(room)  # as a process keeps the room after its last command
     return int(room.version)
 
 
