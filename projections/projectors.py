@@ -248,11 +248,12 @@ def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
 # An entry's text is a function of its event's type and field values, except for its
 # `seq` and `version` numbers: it is rendered once per shape, and the cards it names
 # (numbers name none) scanned once. A replay renders an entry for every event; most
-# repeat ("emperor drew a card"). Bounded, and cleared whole when full.
+# repeat ("emperor drew a card"). Bounded (a shape holds about 800 bytes, and search
+# ids make new shapes all the time), and cleared whole when full.
 EntryShape = tuple[str, str, str, frozenset[str]]  # text before seq, between, after version
 UNSHAPED: EntryShape = ("", "", "", frozenset())  # render this event's entry every time
 ENTRY_SHAPES: dict[tuple[Any, ...], EntryShape | None] = {}
-ENTRY_SHAPES_LIMIT = 65_536
+ENTRY_SHAPES_LIMIT = 4_096
 
 
 def entry_shape(fact: Any) -> EntryShape | None:
