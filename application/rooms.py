@@ -223,9 +223,9 @@ class RoomsApp(Application[UUID]):
         return room, False
 
     def current(self, room_id: str | UUID) -> Room:
-        """The room as stored now, to decide a command on: the room this process kept
-        after its last command on it, brought up to date with any events written since (one
-        query), or else a load. The caller owns it: it is no longer kept."""
+        """The room as stored now: the room this process kept after its last command on
+        it, brought up to date with any events written since (one query), or else a load.
+        The caller owns it: it is no longer kept."""
         room = self.kept.take(room_id)
         if room is None:
             return self.load(room_id)
