@@ -38,8 +38,8 @@ Result = dict[str, Any]
 RETRIES = 8
 
 # Rooms a process keeps in memory after saving them, for its next command on the same
-# room (most recently used kept); the next command reads only the events written
-# since, by any process, instead of loading the room.
+# room (most recently used kept): that command is decided on the kept room instead of
+# a load (see `_room_to_decide_on` for a room another process also writes).
 ROOM_CACHE_ENV = "DUNE_LEDGER_ROOM_CACHE"
 DEFAULT_ROOM_CACHE = 256
 
