@@ -8,14 +8,19 @@ passes when none is false.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 from uuid import UUID
 
 import orjson
 
 from application.rooms import RoomFold, RoomsApp, gc_paused, room_uuid
-from application.stream import GENESIS, Recorded, chain_hash
+from application.stream import GENESIS, Recorded, RoomSnapshot, chain_hash
 from domain.catalog import room_cards
 from domain.errors import Rejection
 from domain.events import DiscardReshuffled, PileShuffled, RoomCreated
@@ -23,6 +28,9 @@ from domain.rules import apply, initial_state
 from domain.state import RoomState
 
 MAX_DETAILS = 20
+PART_MIN = 2_500  # events: a shorter part of an audit in parts does not pay for its process
+CHECKS = ("cards_conserved", "spice_conserved", "shuffles_are_permutations",
+          "hands_within_limits", "chain_intact")
 SHUFFLES = (PileShuffled, DiscardReshuffled)
 
 
@@ -45,13 +53,24 @@ class Check:
         return {"ok": not self.problems, "details": self.problems}
 
 
+@dataclass
+class Start:
+    """Where the replay of a part of a stream starts: the state after event `version`
+    (which the replay of the events before must reach: `audit_room` checks), the
+    chain hash of that event, and the room's first event (its catalog and spice)."""
+
+    created: RoomCreated
+    state: RoomState
+    version: int
+    head: str
+
+
 def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None = None,
-                  ) -> tuple[dict[str, Any], RoomState | None]:
-    """Replay and check `records`; `fold` (the read models' own) sees the state after
+                  start: Start | None = None) -> tuple[dict[str, Any], RoomState | None]:
+    """Replay and check `records` (from the first event, or the events after `start`,
+    whose first begins an append); `fold` (the read models' own) sees the state after
     each event the replay applied, in order, and nothing after one it could not."""
-    names = ["cards_conserved", "spice_conserved", "shuffles_are_permutations",
-             "hands_within_limits", "chain_intact"]
-    checks = {name: Check() for name in names}
+    checks = {name: Check() for name in CHECKS}
     chain, conserved = checks["chain_intact"], checks["cards_conserved"]
     state: RoomState | None = None
     cards: Counter[str] = Counter()
@@ -66,8 +85,16 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
     room: object = None
     room_text = ""
     last = len(records) - 1
+    offset = 0  # events before `records`
+    if start is not None:
+        state, offset, prev_hash = start.state, start.version, start.head
+        cards = Counter(c.id for c in room_cards(tuple(state.expansions)))
+        catalog_ids = frozenset(cards)
+        catalog_size = len(catalog_ids)
+        spice = initial_state(start.created).total_spice()
+        hands = [len(seat.hand) for seat in state.seats]
 
-    for i, rec in enumerate(records):
+    for i, rec in enumerate(records, start=offset):
         v = rec.originator_version
         if v != i + 1:
             chain.fail(f"version {v} found where {i + 1} was expected")
@@ -107,23 +134,16 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
 
         # Every zone after every event: a forged event may move any card. The catalog
         # ids are unique, so "each exactly once" is: as many cards as ids, the same set.
-        deck, discard, cache, removed = state.deck, state.discard, state.cache, state.removed
-        held = set(deck)
-        held.update(discard, cache, removed)
-        count = len(deck) + len(discard) + len(cache) + len(removed)
+        held = [*state.deck, *state.discard, *state.cache, *state.removed]
         total = state.bank  # RoomState.total_spice, in the same pass as the hands
         hands = []
         for seat in state.seats:
             hand = seat.hand
-            held.update(hand)
+            held += hand
             hands.append(len(hand))
             total += seat.spice
-        count += sum(hands)
-        if count != catalog_size or held != catalog_ids:
-            held_ids = deck + discard + cache + removed
-            for seat in state.seats:
-                held_ids += seat.hand
-            held_count = Counter(held_ids)
+        if len(held) != catalog_size or catalog_ids != set(held):
+            held_count = Counter(held)
             extra = sorted((held_count - cards).keys())
             missing = sorted((cards - held_count).keys())
             conserved.fail(f"version {v}: duplicated or foreign {extra}, missing {missing}")
@@ -133,7 +153,7 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
             )
         # When an append ends, a hand that grew in it may not end above its limit.
         if v > 1 and hands != hands_before and (
-            i == last or records[i + 1].append != rec.append
+            i - offset == last or records[i - offset + 1].append != rec.append
         ):
             for seat, held_now, before in zip(state.seats, hands, hands_before, strict=False):
                 if held_now > before and held_now > seat.limit:
@@ -152,8 +172,15 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
     return report, state
 
 
-def audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
+def audit_room(app: RoomsApp, room_id: str, processes: int = 1,
+               part_min: int = PART_MIN) -> dict[str, Any]:
+    """Replay and check one room; with `processes` > 1, a long room is audited in
+    parts (at least `part_min` events each), one process per part (`audit_in_parts`)."""
     with gc_paused():
+        if processes > 1:
+            report = audit_in_parts(app, room_uuid(room_id), processes, part_min)
+            if report is not None:
+                return report
         return _audit_room(app, room_id)
 
 
@@ -181,6 +208,178 @@ def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
     return report
 
 
+# --- the audit of a long room in parts, one process each ------------------------------
+#
+# The replay is sequential, but a room's snapshots say which state it reaches at their
+# versions. Each part is replayed and checked from the snapshot where it starts, in a
+# process of its own; the part before it must end in exactly that state (state hash)
+# and chain hash, so the parts together replay the stream from its first event, as one
+# process would. Only a room whose every check passes is reported from the parts: any
+# finding, and anything the parts cannot settle (a snapshot the replay does not reach,
+# a part that fails), is left to the audit in one process, whose report is the same
+# for a clean room and says what is wrong otherwise.
+
+
+@dataclass
+class Part:
+    """What the replay of one part tells the others (see `audit_in_parts`)."""
+
+    after: int  # the version the part starts after
+    last: int  # the version of its last event
+    events: int
+    start_hash: str | None  # the state hash it started from (None: from the first event)
+    end_hash: str  # the state hash after its last event
+    head: str  # the chain hash of its last event
+    rows: dict[str, Any]  # its read-model verdict (`PartFold.verdict`)
+
+
+def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PART_MIN
+                   ) -> dict[str, Any] | None:
+    """The audit of a clean room made in up to `processes` parts, one process each (the
+    first in this one); None when the room is short, has no snapshots to start parts
+    from, cannot be opened by another process, or when the parts report or leave open
+    anything at all: `audit_room` then audits it in one process.
+
+    New processes are forked, so they share this one's code and catalog; each opens
+    the storage afresh and touches none of this process's connections.
+    """
+    models = app.read_models
+    if models is None or app.reopen is None or app.snapshots is None:
+        return None
+    starts = _part_starts(app, uid, processes, part_min)
+    if not starts:
+        return None
+    models.catch_up()  # the parts compare the stored read models as they stand now
+    bounds = [s.originator_version for s in starts]
+    context = multiprocessing.get_context("fork")
+    children = []
+    try:
+        for i, snapshot in enumerate(starts):
+            upto = bounds[i + 1] if i + 1 < len(bounds) else None
+            receive, send = context.Pipe(duplex=False)
+            child = context.Process(target=_part_in_child, daemon=True,
+                                    args=(send, app.reopen, uid, snapshot, upto))
+            child.start()
+            send.close()
+            children.append((child, receive))
+        began = time.monotonic()
+        parts: list[Part | None] = [_audit_part(app, uid, None, bounds[0])]
+        # The parts are about as long as this one: a child far slower than it is stuck.
+        deadline = time.monotonic() + 3 * (time.monotonic() - began) + 10
+        for _, receive in children:
+            try:
+                ready = receive.poll(max(0.0, deadline - time.monotonic()))
+                parts.append(receive.recv() if ready else None)
+            except EOFError:  # the child died before answering
+                parts.append(None)
+    finally:
+        for child, receive in children:
+            receive.close()
+            child.join(timeout=5)
+            if child.is_alive():
+                child.kill()
+    return _joined(uid, parts, starts, _live_state_hash(app, uid))
+
+
+def _part_starts(app: RoomsApp, uid: UUID, processes: int, part_min: int) -> list[RoomSnapshot]:
+    """The snapshots where the parts after the first start: those nearest to an even
+    split of the stream (up to its latest snapshot)."""
+    assert app.snapshots is not None
+    snapshots = app.snapshots
+
+    def first(**where: Any) -> RoomSnapshot | None:
+        found = [s for s in snapshots.get(uid, limit=1, **where) if isinstance(s, RoomSnapshot)]
+        return found[0] if found else None
+
+    last = first(desc=True)
+    if last is None:
+        return []
+    length = last.originator_version
+    count = min(processes, length // part_min)
+    starts: list[RoomSnapshot] = []
+    for i in range(1, count):
+        target = length * i // count
+        near = [s for s in (first(lte=target, desc=True), first(gt=target)) if s is not None]
+        # The later of two as near: the part after it pays for starting a process.
+        found = min(reversed(near), key=lambda s: abs(s.originator_version - target))
+        if (starts[-1].originator_version if starts else part_min - 1) \
+                < found.originator_version < length:
+            starts.append(found)
+    return starts
+
+
+def _part_in_child(send: Connection, reopen: Callable[[], RoomsApp], uid: UUID,
+                   snapshot: RoomSnapshot, upto: int | None) -> None:
+    app: RoomsApp | None = None
+    part: Part | None = None
+    try:
+        app = reopen()
+        part = _audit_part(app, uid, snapshot, upto)
+    except Exception:  # the part is left open: the parent audits in one process
+        part = None
+    finally:
+        send.send(part)  # before closing the storage: the parent waits for nothing else
+        send.close()
+        if app is not None:
+            app.close()
+
+
+def _audit_part(app: RoomsApp, uid: UUID, snapshot: RoomSnapshot | None,
+                upto: int | None) -> Part | None:
+    """Replay and check the events after `snapshot` (None: from the first) up to `upto`
+    (None: the last); None unless every check passes."""
+    assert app.read_models is not None
+    after = snapshot.originator_version if snapshot is not None else 0
+    records = app.records(uid, gt=after or None, lte=upto)
+    if not records:
+        return None
+    start = None
+    if snapshot is not None:
+        created = app.records(uid, lte=1)
+        if not created or not isinstance(created[0].fact, RoomCreated) or \
+                records[0].append != records[0].originator_version:
+            return None  # no room, or the part would start inside an append
+        start = Start(created[0].fact, RoomState.model_validate(snapshot.state["state"]),
+                      after, snapshot.state["head"])
+    start_hash = state_hash(start.state) if start is not None else None
+    fold = app.read_models.part_fold(uid, after, upto)
+    report, state = audit_records(str(uid), records, fold, start)
+    rows = fold.verdict(records)
+    if state is None or rows is None or not all(c["ok"] for c in report["checks"].values()):
+        return None
+    return Part(after=after, last=records[-1].originator_version, events=len(records),
+                start_hash=start_hash, end_hash=str(report["state_hash"]),
+                head=records[-1].hash(), rows=rows)
+
+
+def _joined(uid: UUID, parts: list[Part | None], starts: list[RoomSnapshot],
+            live: str) -> dict[str, Any] | None:
+    """The report of a room whose parts passed every check and join up exactly; else None."""
+    done = [part for part in parts if part is not None]
+    if len(done) != len(parts):
+        return None
+    seq = 1  # the number the next part's first entry must have
+    for i, part in enumerate(done):
+        rows = part.rows
+        if not rows["log_equal"] or (rows["entries"] and rows["first_seq"] != seq):
+            return None
+        seq += rows["entries"]
+        if i + 1 < len(done):
+            start, following = starts[i], done[i + 1]
+            if part.last != start.originator_version or part.end_hash != following.start_hash \
+                    or part.head != start.state["head"]:
+                return None
+    final = done[-1]
+    if final.rows["version"] != final.last or not final.rows["views_equal"] or \
+            final.end_hash != live:
+        return None
+    checks = {name: Check().report() for name in CHECKS}
+    checks["live_state_matches"] = {"ok": True, "details": []}
+    checks["read_models_match"] = {"ok": True, "details": []}
+    return {"room": str(uid), "events": sum(part.events for part in done),
+            "version": final.last, "state_hash": final.end_hash, "checks": checks, "ok": True}
+
+
 def _live_state_hash(app: RoomsApp, uid: UUID) -> str:
     try:
         return state_hash(app.load(uid).state)
@@ -188,5 +387,5 @@ def _live_state_hash(app: RoomsApp, uid: UUID) -> str:
         return f"unloadable: {type(e).__name__}"
 
 
-def audit_all(app: RoomsApp) -> list[dict[str, Any]]:
-    return [audit_room(app, str(rid)) for rid in app.room_ids()]
+def audit_all(app: RoomsApp, processes: int = 1) -> list[dict[str, Any]]:
+    return [audit_room(app, str(rid), processes) for rid in app.room_ids()]

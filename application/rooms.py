@@ -263,19 +263,17 @@ class RoomsApp(Application[UUID]):
     ) -> list[Recorded]:
         """The room's events (those after `gt`, up to `lte`).
 
-        A whole stream (an audit's read) may be long: it is read with the collector
+        A stream (an audit's read) may be long: it is read with the collector
         paused, and as plain rows where the store offers them (a StoredEvent and a
         UUID per row were half the cost of reading).
         """
-        if gt is not None or lte is not None:
-            return [e for e in self.events.get(room_id, gt=gt, lte=lte)
-                    if isinstance(e, Recorded)]
         select_stream = getattr(self.recorder, "select_stream", None)
         stream = getattr(self.mapper, "stream", None)
         with gc_paused():
             if select_stream is not None and stream is not None:
-                return cast("list[Recorded]", stream(room_id, select_stream(room_id)))
-            return [e for e in self.events.get(room_id) if isinstance(e, Recorded)]
+                return cast("list[Recorded]", stream(room_id, select_stream(room_id, gt, lte)))
+            return [e for e in self.events.get(room_id, gt=gt, lte=lte)
+                    if isinstance(e, Recorded)]
 
     def room_ids(self) -> Iterator[UUID]:
         """Every room, in creation order, from the notification log."""
@@ -294,6 +292,9 @@ class RoomsApp(Application[UUID]):
     # incrementally first so that a reader sees its own writes; a read never
     # replays a stream. `open_rooms` injects them; `view_at` alone reads the stream.
     read_models: ReadModelsPort | None = None
+    # Opens this app's storage again (with its read models), as a new process must:
+    # `open_rooms` sets it; None for storage another process cannot open (memory://).
+    reopen: Callable[[], RoomsApp] | None = None
 
     def _caught_up(self, room_id: str) -> tuple[ReadModelsPort, str]:
         if self.read_models is None:
@@ -426,6 +427,8 @@ class ReadModelsPort(Protocol):
     def check_room(self, room_id: UUID, records: list[Recorded],
                    fold: RoomFold | None = None) -> dict[str, Any]: ...
 
+    def part_fold(self, room_id: UUID, after: int, upto: int | None) -> PartFold: ...
+
 
 class RoomFold(Protocol):
     """What the read models make of a room along a replay someone else runs (the
@@ -433,6 +436,15 @@ class RoomFold(Protocol):
 
     def step(self, rec: Recorded, state: RoomState) -> None:
         """`state` is the replay's own room just after `rec`: read it, keep no copy."""
+
+
+class PartFold(RoomFold, Protocol):
+    """A RoomFold over one part of a stream, the events after one version up to another,
+    for an audit made in parts (application/audit.py)."""
+
+    def verdict(self, records: list[Recorded]) -> dict[str, Any] | None:
+        """`entries`, `first_seq`, `log_equal` (and `views_equal`, `version` for the
+        last part); None when the rows could not be made."""
 
 
 def room_uuid(room_id: str | UUID) -> UUID:

@@ -126,6 +126,12 @@ def cmd_room_at(args: argparse.Namespace) -> int:
         return query(lambda: app.view_at(args.room, args.version, args.seat))
 
 
+def at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number, at least 1, not {text!r}")
+    return int(text)
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from application.audit import audit_all, audit_room
 
@@ -133,7 +139,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise Exit(2, "give a ROOM or --all")
     with open_rooms(args.db) as app:
         try:
-            reports = audit_all(app) if args.all else [audit_room(app, args.room)]
+            reports = (audit_all(app, args.processes) if args.all
+                       else [audit_room(app, args.room, args.processes)])
         except Rejection as r:
             emit({"ok": False, "error": r.as_error()})
             print(f"{r.code}: {r.message}", file=sys.stderr)
@@ -253,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="replay and check a room, or every room")
     audit.add_argument("room", nargs="?")
     audit.add_argument("--all", action="store_true")
+    audit.add_argument("--processes", type=at_least_one, default=len(os.sched_getaffinity(0)),
+                       metavar="N", help="audit a long room in up to N parts at once, one "
+                       "process each (default: the CPUs this process may use)")
     audit.set_defaults(fn=cmd_audit)
 
     worker = sub.add_parser("worker", help="follow the event log: projections and autopilot")

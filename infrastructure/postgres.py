@@ -126,11 +126,15 @@ class RoomsRecorder(PostgresApplicationRecorder):
                            {"room": originator_id, "gt": gt, "lte": lte, "limit": limit})
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-    def select_stream(self, room_id: UUID) -> list[tuple[int, str, bytes]]:
-        """Every event of a room as (version, topic, stored bytes), for the mapper's
-        `stream`: a long read (an audit) builds no StoredEvent and no UUID per row."""
-        return self.rows("stream", lambda: self.events_query("originator_version, topic, state"),
-                         {"room": room_id})
+    def select_stream(self, room_id: UUID, gt: int | None = None,
+                      lte: int | None = None) -> list[tuple[int, str, bytes]]:
+        """A room's events (after `gt`, up to `lte`) as (version, topic, stored bytes),
+        for the mapper's `stream`: a long read (an audit) builds no StoredEvent and no
+        UUID per row."""
+        shape = (gt is not None, lte is not None)
+        return self.rows(("stream", *shape),
+                         lambda: self.events_query("originator_version, topic, state", *shape),
+                         {"room": room_id, "gt": gt, "lte": lte})
 
     def events_query(self, columns: str, gt: bool = False, lte: bool = False,
                      desc: bool = False, limit: bool = False) -> Composed:

@@ -8,24 +8,29 @@ mapper's `stream` turns into events, as the PostgreSQL recorder does.
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 
 class RoomsSQLiteRecorder(SQLiteApplicationRecorder):
-    def __init__(self, datastore: SQLiteDatastore, *,
-                 events_table_name: str = "stored_events") -> None:
-        super().__init__(datastore, events_table_name)
-        self.select_stream_statement = (
-            f"SELECT originator_version, topic, state FROM {self.events_table_name} "
-            "WHERE originator_id=? ORDER BY originator_version ASC"
-        )
 
-    def select_stream(self, room_id: UUID) -> list[tuple[int, str, bytes]]:
-        """Every event of a room as (version, topic, stored bytes), in version order."""
+    def select_stream(self, room_id: UUID, gt: int | None = None,
+                      lte: int | None = None) -> list[tuple[int, str, bytes]]:
+        """A room's events (after `gt`, up to `lte`) as (version, topic, stored bytes),
+        in version order."""
+        statement = (f"SELECT originator_version, topic, state FROM {self.events_table_name} "
+                     "WHERE originator_id=?")
+        params: list[Any] = [room_id.hex]
+        if gt is not None:
+            statement += " AND originator_version>?"
+            params.append(gt)
+        if lte is not None:
+            statement += " AND originator_version<=?"
+            params.append(lte)
         with self.datastore.transaction(commit=False) as c:
             cursor = c.sqlite_cursor
             cursor.row_factory = None  # plain tuples, not a sqlite3.Row per row
-            cursor.execute(self.select_stream_statement, [room_id.hex])
+            cursor.execute(statement + " ORDER BY originator_version ASC", params)
             return cursor.fetchall()

@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, cast
 from urllib.parse import unquote, urlparse
 from uuid import UUID
 
 import orjson
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
+from eventsourcing.utils import strtobool
 
 from application.rooms import RandomnessFactory, RoomsApp
 from application.stream import Recorded, RoomSnapshot
@@ -149,7 +151,8 @@ def first_use_lock(env: dict[str, str]) -> Iterator[None]:
     FUNCTION` safe; a session advisory lock on a connection of its own (not one from
     the pool, which may hold a single connection) makes the starters take turns.
     """
-    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres" or \
+            not strtobool(env.get("CREATE_TABLE") or "yes"):
         yield
         return
     import psycopg
@@ -218,4 +221,8 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
         app = RoomsApp(env, randomness=randomness_factory or randomness.for_room)
         # The read models live in the same database as the events (projections/).
         app.read_models = open_read_models(app)
+        if env.get("PERSISTENCE_MODULE") != "eventsourcing.popo":
+            # The tables exist by now: a process that opens them again creates nothing.
+            app.reopen = partial(open_rooms, url, randomness_factory=randomness_factory,
+                                 **{**extra_env, "CREATE_TABLE": "no"})
         return app

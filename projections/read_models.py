@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from eventsourcing.utils import strtobool
 
 from application.stream import Recorded
 from domain.events import RoomCreated
@@ -154,6 +155,11 @@ class ReadModels:
     def room_fold(self, room_id: UUID) -> RoomRows:
         return RoomRows(room_id)
 
+    def part_fold(self, room_id: UUID, after: int, upto: int | None) -> PartRows:
+        """The rows of the events after `after`, up to `upto`; the caller has caught
+        the read models up."""
+        return PartRows(self, room_id, after, upto)
+
     def check_room(self, room_id: UUID, records: list[Recorded],
                    fold: object = None) -> dict[str, Any]:
         """Do the stored read models of a room equal a fresh rebuild in memory?
@@ -185,11 +191,15 @@ class ReadModels:
         ):
             details.append(f"the public log differs ({len(stored_log)} entries stored, "
                            f"{len(fresh_log)} rebuilt)")
-        for seat in sorted(set(stored_views) | set(fresh_views)):
-            if not same_json(stored_views.get(seat), fresh_views.get(seat)):
-                name = "the public view" if seat == PUBLIC else f"{seat}'s view"
-                details.append(f"{name} differs from a fresh rebuild")
+        for seat in differing_views(stored_views, fresh_views):
+            name = "the public view" if seat == PUBLIC else f"{seat}'s view"
+            details.append(f"{name} differs from a fresh rebuild")
         return {"ok": not details, "details": details}
+
+
+def differing_views(stored: dict[str, str], fresh: dict[str, str]) -> list[str]:
+    return [seat for seat in sorted(set(stored) | set(fresh))
+            if not same_json(stored.get(seat), fresh.get(seat))]
 
 
 def same_json(stored: str | None, fresh: str | None) -> bool:
@@ -274,10 +284,14 @@ class RoomRows:
     record was stepped, in order, with nothing amiss.
     """
 
-    def __init__(self, room_id: UUID) -> None:
+    def __init__(self, room_id: UUID, after: int = 0, first_seq: int = 1) -> None:
         self.room_id = room_id
         self.log: list[str] = []
-        self.seen = 0
+        # A part of the stream (see `PartRows`) starts after version `after`, its
+        # first entry numbered `first_seq`.
+        self.after = after
+        self.first_seq = first_seq
+        self.seen = after
         self.clean = True  # versions 1, 2, ... of this room, RoomCreated first
         self.error: Exception | None = None  # a row maker failed, as `_fold_rows` would
         self.last: Recorded | None = None
@@ -294,7 +308,7 @@ class RoomRows:
             self.clean = False
             return
         try:
-            text = public_entry_text(len(self.log) + 1, rec, state)
+            text = public_entry_text(self.first_seq + len(self.log), rec, state)
         except Exception as e:  # not the replay's failure: raised again by `rows`
             self.error = e
             return
@@ -308,32 +322,72 @@ class RoomRows:
             return None
         if self.error is not None:
             raise self.error
-        if self.state is None or self.seen != len(records) or records[-1] is not self.last:
+        if self.state is None or self.seen - self.after != len(records) or \
+                records[-1] is not self.last:
             return None
         return self.log, render(self.state)
+
+
+class PartRows(RoomRows):
+    """The rows of one part of a room's stream, the events after version `after` up
+    to `upto` (None: to the last), made along an audit of that part that may run in
+    a process of its own (application/audit.py), and compared with the stored rows of
+    the same events.
+
+    Its entries are numbered as the stored entries of those events are; `verdict`
+    says where that numbering starts, so the caller can check that the parts' stored
+    entries follow each other (an entry stored with a wrong seq differs in its text).
+    """
+
+    def __init__(self, models: ReadModels, room_id: UUID, after: int, upto: int | None) -> None:
+        self.stored = models.store.log_between(str(room_id), after, upto)
+        super().__init__(room_id, after, self.stored[0][0] if self.stored else 1)
+        self.models = models
+        self.upto = upto
+
+    def verdict(self, records: list[Recorded]) -> dict[str, Any] | None:
+        """None when the part's rows could not be made as a rebuild would make them;
+        else how many entries it made, the seq of the first, and whether they equal
+        the stored ones; for the last part (`upto` None), also the stored views against
+        views rendered from its last state, and the version the read models reached."""
+        if not self.clean or self.error is not None or self.state is None or \
+                self.seen - self.after != len(records) or records[-1] is not self.last:
+            return None
+        stored = [entry for _, entry in self.stored]
+        verdict: dict[str, Any] = {
+            "entries": len(self.log), "first_seq": self.first_seq,
+            "log_equal": len(stored) == len(self.log) and all(map(same_json, stored, self.log)),
+        }
+        if self.upto is None:
+            room = str(self.room_id)
+            verdict["version"] = self.models.version(room)
+            verdict["views_equal"] = not differing_views(self.models.store.room_views(room),
+                                                         render(self.state))
+        return verdict
 
 
 def open_read_models(app: Any) -> ReadModels:
     """The read models next to an application's events, in the same database."""
     recorder = app.recorder
     module = app.env.get("PERSISTENCE_MODULE")
+    create = strtobool(app.env.get("CREATE_TABLE") or "yes")  # the library's setting
     store: Store
     if module == "eventsourcing.sqlite":
-        store = _sqlite_store(recorder)
+        store = _sqlite_store(recorder, create)
     elif module == "eventsourcing.postgres":
         from projections.store import PostgresStore
 
-        store = PostgresStore(recorder.datastore)
+        store = PostgresStore(recorder.datastore, create)
     else:
         store = MemoryStore()
     return ReadModels(recorder, app.mapper, store)
 
 
-def _sqlite_store(recorder: Any) -> Store:
+def _sqlite_store(recorder: Any, create: bool) -> Store:
     from projections.store import SQLiteStore
 
     pool = recorder.datastore.pool
     if pool.is_sqlite_memory_mode:
         raise ValueError("in-memory SQLite cannot share its events with read models; "
                          "use memory:// or a file")
-    return SQLiteStore(pool.db_name, timeout=float(pool.lock_timeout or 10))
+    return SQLiteStore(pool.db_name, timeout=float(pool.lock_timeout or 10), create=create)

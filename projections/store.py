@@ -120,6 +120,11 @@ class Store(ABC):
     def log(self, room: str) -> list[str]: ...
 
     @abstractmethod
+    def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
+        """(seq, entry) of the entries of events after version `gt`, up to `lte`
+        (None: to the last), in seq order."""
+
+    @abstractmethod
     def room_views(self, room: str) -> dict[str, str]: ...
 
     @abstractmethod
@@ -230,6 +235,12 @@ class MemoryStore(Store):
     def log(self, room: str) -> list[str]:
         with self.lock:
             return [entry for _, entry in self.entries.get(room, [])]
+
+    def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
+        with self.lock:
+            return [(seq, entry) for seq, (version, entry)
+                    in enumerate(self.entries.get(room, []), start=1)
+                    if version > gt and (lte is None or version <= lte)]
 
     def room_views(self, room: str) -> dict[str, str]:
         with self.lock:
@@ -347,6 +358,13 @@ class SQLStore(Store):
                           (room,))
         return [str(r["j"]) for r in rows]
 
+    def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
+        upto = "" if lte is None else " AND version <= ?"
+        rows = self._rows("SELECT seq AS s, entry AS j FROM dl_public_log "
+                          f"WHERE room = ? AND version > ?{upto} ORDER BY seq",
+                          (room, gt) if lte is None else (room, gt, lte))
+        return [(int(r["s"]), str(r["j"])) for r in rows]
+
     def room_views(self, room: str) -> dict[str, str]:
         rows = self._rows("SELECT seat AS s, view AS j FROM dl_seat_views WHERE room = ?",
                           (room,))
@@ -379,12 +397,14 @@ def c_sql(sql: str, mark: str) -> str:
 class SQLiteStore(SQLStore):
     """Its own connection to the events' database file, writes under BEGIN IMMEDIATE."""
 
-    def __init__(self, path: str, timeout: float = 10.0) -> None:
+    def __init__(self, path: str, timeout: float = 10.0, create: bool = True) -> None:
         self.path = path
         self.lock = threading.RLock()
         self.conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
                                     check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
+        if not create:  # the tables are there (a process opened the database before)
+            return
         with self.lock:
             self.conn.execute("PRAGMA journal_mode=WAL")
             c = self.conn.cursor()
@@ -423,10 +443,12 @@ class PostgresStore(SQLStore):
 
     mark = "%s"
 
-    def __init__(self, datastore: Any) -> None:
+    def __init__(self, datastore: Any, create: bool = True) -> None:
         self.datastore = datastore
         schema = getattr(datastore, "schema", "public")
         self.search_path = f'SET LOCAL search_path TO "{schema}"'
+        if not create:  # the tables are there (a process opened the database before)
+            return
         with datastore.transaction(commit=True) as c:
             c.execute(self.search_path)
             c.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("dl_schema"),))

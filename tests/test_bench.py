@@ -34,6 +34,7 @@ def test_smoke_run_reports_every_figure() -> None:
         replays = [r for r in figures["replay"] if r["storage"] == storage]
         assert len(replays) == 2
         assert all(r["audit_ok"] and r["events"] >= r["size"] for r in replays)
+        assert all(r["parts_report_same"] for r in replays)
 
         loads = [r for r in figures["load"] if r["storage"] == storage]
         assert len(loads) == 2

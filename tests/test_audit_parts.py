@@ -1,0 +1,241 @@
+"""The audit of a long room in parts, one process each (application/audit.py).
+
+A room whose parts pass every check and join up exactly gets the same report as
+the audit in one process; anything else (a finding, a snapshot the replay does
+not reach, a part that cannot run) is audited in one process, so the report
+never depends on the number of processes. Real SQLite files and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+import orjson
+import pytest
+
+from application.audit import audit_in_parts, audit_room
+from application.rooms import RoomsApp
+from infrastructure.storage import open_rooms
+from tests.support import layout
+
+INTERVAL = "20"  # a snapshot every 20 events: parts may start at any of them
+PART_MIN = 40
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'parts.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@contextmanager
+def opened(url: str) -> Iterator[RoomsApp]:
+    app = open_rooms(url, DUNE_LEDGER_SNAPSHOT_INTERVAL=INTERVAL)
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def long_room(app: RoomsApp, draws: int = 100) -> str:
+    """Draws and discards by two seats: about two events a command, reshuffles too."""
+    room = str(app.create_room(layout())["room"])
+    for i in range(draws):
+        seat = ("emperor", "harkonnen")[i % 2]
+        assert app.execute(room, seat, {"type": "draw"})["ok"]
+        card = app.load(room).state.seat(seat).hand[-1]
+        assert app.execute(room, seat, {"type": "discard", "card": card})["ok"]
+    assert app.read_models is not None
+    app.read_models.catch_up()
+    return room
+
+
+def tables(app: RoomsApp) -> tuple[str, str]:
+    """The events and snapshots tables of this app's storage."""
+    assert app.snapshots is not None
+    return (app.recorder.events_table_name,  # type: ignore[attr-defined]
+            app.snapshots.recorder.events_table_name)  # type: ignore[attr-defined]
+
+
+def tamper(url: str, sql: str, *params: Any) -> None:
+    """Change stored rows behind the application's back (`?` placeholders)."""
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            db.execute(sql, params)
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute(sql.replace("?", "%s").encode(), params)
+
+
+def stored(url: str, sql: str, *params: Any) -> Any:
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            return db.execute(sql, params).fetchone()[0]
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        row = db.execute(sql.replace("?", "%s").encode(), params).fetchone()
+        assert row is not None
+        return bytes(row[0]) if isinstance(row[0], memoryview) else row[0]
+
+
+def room_key(url: str, room: str) -> Any:
+    """The room id as the events tables keep it."""
+    return UUID(room).hex if url.startswith("sqlite") else UUID(room)
+
+
+def test_a_clean_long_room_in_parts_reports_what_one_process_reports(url: str) -> None:
+    with opened(url) as app:
+        room = long_room(app)
+        one = audit_room(app, room)
+        assert one["ok"] and one["events"] > 4 * PART_MIN
+        for processes in (2, 3):
+            parts = audit_in_parts(app, UUID(room), processes, PART_MIN)
+            assert parts == one  # made in parts, not by falling back
+            assert list(parts) == list(one)
+            assert audit_room(app, room, processes, PART_MIN) == one
+        # A room too short for two parts is audited in one process.
+        short = str(app.create_room(layout())["room"])
+        assert audit_in_parts(app, UUID(short), 2, PART_MIN) is None
+        assert audit_room(app, short, 2, PART_MIN)["ok"]
+
+
+@pytest.mark.parametrize("where", ["last part", "end of the first part"])
+def test_an_edited_event_is_reported_as_one_process_reports_it(url: str, where: str) -> None:
+    """At the end of a part, only the chain hash where the parts join shows the edit."""
+    with opened(url) as app:
+        room = long_room(app)
+        version = (app.load(room).version - 3 if where == "last part"
+                   else audit_in_parts_start(app, UUID(room)))
+    events, _ = tables(app)
+    key = room_key(url, room)
+    body = orjson.loads(stored(url, f"SELECT state FROM {events} WHERE originator_id = ? "
+                                    "AND originator_version = ?", key, version))
+    body["at"] = "2000-01-01T00:00:00+00:00"  # not a rule's field: only the chain shows it
+    tamper(url, f"UPDATE {events} SET state = ? WHERE originator_id = ? "
+                "AND originator_version = ?", orjson.dumps(body), key, version)
+    with opened(url) as app:
+        assert audit_in_parts(app, UUID(room), 2, PART_MIN) is None
+        report = audit_room(app, room, 2, PART_MIN)
+        assert report == audit_room(app, room)
+        assert report["checks"]["chain_intact"]["details"] == [
+            f"version {version + 1} does not carry its predecessor's hash"]
+
+
+def test_a_snapshot_the_replay_does_not_reach_leaves_the_audit_to_one_process(url: str
+                                                                             ) -> None:
+    with opened(url) as app:
+        room = long_room(app)
+        uid = UUID(room)
+        assert app.snapshots is not None
+        versions = [s.originator_version for s in app.snapshots.get(uid)]
+        start = audit_in_parts_start(app, uid)
+        assert start in versions[:-1]  # not the latest: the live load does not read it
+    _, snapshots = tables(app)
+    key = room_key(url, room)
+    body = orjson.loads(stored(url, f"SELECT state FROM {snapshots} WHERE originator_id = ? "
+                                    "AND originator_version = ?", key, start))
+    # The discard pile in another order: every check of the part after it passes (its
+    # next reshuffle takes the pile as a multiset and ends in the same state), so only
+    # the state hash where the parts join tells.
+    discard = body["state"]["state"]["discard"]
+    assert len(set(discard)) > 1
+    body["state"]["state"]["discard"] = discard[::-1]
+    tamper(url, f"UPDATE {snapshots} SET state = ? WHERE originator_id = ? "
+                "AND originator_version = ?", orjson.dumps(body), key, start)
+    with opened(url) as app:
+        assert audit_in_parts(app, uid, 2, PART_MIN) is None
+        report = audit_room(app, room, 2, PART_MIN)
+        assert report["ok"] and report == audit_room(app, room)
+
+
+def audit_in_parts_start(app: RoomsApp, uid: UUID) -> int:
+    from application.audit import _part_starts
+
+    (start,) = _part_starts(app, uid, 2, PART_MIN)
+    return start.originator_version
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_a_changed_log_entry_or_view_in_any_part_is_reported_by_one_process(
+        url: str, where: str) -> None:
+    with opened(url) as app:
+        room = long_room(app)
+        uid = UUID(room)
+        start = audit_in_parts_start(app, uid)
+    seq = stored(url, "SELECT min(seq) FROM dl_public_log WHERE room = ? AND version "
+                      + ("<= ?" if where == "first" else "> ?"), room, start)
+    entry = orjson.loads(stored(url, "SELECT entry FROM dl_public_log WHERE room = ? "
+                                     "AND seq = ?", room, seq))
+    entry["text"] += "."
+    tamper(url, "UPDATE dl_public_log SET entry = ? WHERE room = ? AND seq = ?",
+           orjson.dumps(entry).decode(), room, seq)
+    with opened(url) as app:
+        assert audit_in_parts(app, uid, 2, PART_MIN) is None
+        report = audit_room(app, room, 2, PART_MIN)
+        assert report == audit_room(app, room)
+        assert report["checks"]["read_models_match"]["ok"] is False
+
+    tamper(url, "UPDATE dl_public_log SET entry = ? WHERE room = ? AND seq = ?",
+           orjson.dumps({**entry, "text": entry["text"][:-1]}).decode(), room, seq)
+    tamper(url, "UPDATE dl_seat_views SET view = '{}' WHERE room = ? AND seat = 'emperor'",
+           room)
+    with opened(url) as app:
+        assert audit_in_parts(app, uid, 2, PART_MIN) is None
+        report = audit_room(app, room, 2, PART_MIN)
+        assert report == audit_room(app, room)
+        assert report["checks"]["read_models_match"]["details"] == [
+            "emperor's view differs from a fresh rebuild"]
+
+
+def test_an_entry_numbered_out_of_place_across_parts_is_no_match(url: str) -> None:
+    """Each part compares its entries with the stored entries of its own events; the
+    numbering across parts is checked where they join."""
+    with opened(url) as app:
+        room = long_room(app)
+        uid = UUID(room)
+        start = audit_in_parts_start(app, uid)
+    first = stored(url, "SELECT min(seq) FROM dl_public_log WHERE room = ? AND version > ?",
+                   room, start)
+    # The last part's entries renumbered from 1000: each is still what its event makes.
+    last = stored(url, "SELECT max(seq) FROM dl_public_log WHERE room = ?", room)
+    for seq in range(last, first - 1, -1):
+        entry = orjson.loads(stored(url, "SELECT entry FROM dl_public_log WHERE room = ? "
+                                         "AND seq = ?", room, seq))
+        entry["seq"] = seq - first + 1000
+        tamper(url, "UPDATE dl_public_log SET seq = ?, entry = ? WHERE room = ? AND seq = ?",
+               entry["seq"], orjson.dumps(entry).decode(), room, seq)
+    with opened(url) as app:
+        assert audit_in_parts(app, uid, 2, PART_MIN) is None
+        report = audit_room(app, room, 2, PART_MIN)
+        assert report == audit_room(app, room)
+        assert report["checks"]["read_models_match"]["ok"] is False
+
+
+def test_a_part_that_cannot_open_the_storage_leaves_the_audit_to_one_process(
+        tmp_path: Any) -> None:
+    with opened(f"sqlite:///{tmp_path / 'parts.db'}") as app:
+        room = long_room(app)
+        one = audit_room(app, room)
+
+        def unreachable() -> RoomsApp:
+            raise OSError("the storage went away")
+
+        app.reopen = unreachable
+        assert audit_in_parts(app, UUID(room), 2, PART_MIN) is None
+        assert audit_room(app, room, 2, PART_MIN) == one
+
+
+def test_storage_no_other_process_can_open_is_audited_in_one_process() -> None:
+    with opened("memory://") as app:
+        room = long_room(app, draws=40)
+        assert app.reopen is None
+        assert audit_in_parts(app, UUID(room), 2, PART_MIN) is None
+        assert audit_room(app, room, 2, PART_MIN)["ok"]
