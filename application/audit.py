@@ -57,7 +57,8 @@ class Check:
 class Start:
     """Where the replay of a part of a stream starts: the state after event `version`
     (which the replay of the events before must reach: `audit_room` checks), the
-    chain hash of that event, and the room's first event (its catalog and spice)."""
+    chain hash of that event, and the room's first event (its catalog and spice). The
+    replay changes `state` in place."""
 
     created: RoomCreated
     state: RoomState
@@ -81,6 +82,7 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
     # Hand sizes, seat by seat: after the last event, and before the current append.
     hands: list[int] = []
     hands_before: list[int] = []
+    limits: list[int] = []  # seat by seat: the seats and their factions are set at creation
     # The chain header names the room: its text is made once, not once per event.
     room: object = None
     room_text = ""
@@ -93,6 +95,7 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
         catalog_size = len(catalog_ids)
         spice = initial_state(start.created).total_spice()
         hands = [len(seat.hand) for seat in state.seats]
+        limits = [seat.limit for seat in state.seats]
 
     for i, rec in enumerate(records, start=offset):
         v = rec.originator_version
@@ -116,6 +119,7 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
                 catalog_size = len(catalog_ids)
                 spice = state.total_spice()
                 hands = [len(seat.hand) for seat in state.seats]
+                limits = [seat.limit for seat in state.seats]
             else:
                 if rec.append == v:
                     hands_before = hands
@@ -154,7 +158,7 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
         # When an append ends, a hand that grew in it may not end above its limit.
         if v > 1 and hands != hands_before and (
             i - offset == last or records[i - offset + 1].append != rec.append
-        ):
+        ) and any(map(int.__gt__, hands, limits)):
             for seat, held_now, before in zip(state.seats, hands, hands_before, strict=False):
                 if held_now > before and held_now > seat.limit:
                     checks["hands_within_limits"].fail(
@@ -267,18 +271,23 @@ def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PAR
         # The parts are about as long as this one: a child far slower than it is stuck.
         deadline = time.monotonic() + 3 * (time.monotonic() - began) + 10
         for _, receive in children:
+            if parts[-1] is None:  # one part is open: the audit in one process answers
+                break
             try:
                 ready = receive.poll(max(0.0, deadline - time.monotonic()))
                 parts.append(receive.recv() if ready else None)
             except EOFError:  # the child died before answering
                 parts.append(None)
     finally:
-        for child, receive in children:
+        for answered, (child, receive) in enumerate(children, start=2):
             receive.close()
-            child.join(timeout=5)
-            if child.is_alive():
+            if answered > len(parts):  # still at work, or stuck: not needed any more
                 child.kill()
-    return _joined(uid, parts, starts, _live_state_hash(app, uid))
+            child.join(timeout=5)
+    done = [part for part in parts if part is not None]
+    if len(done) != len(starts) + 1:
+        return None
+    return _joined(uid, done, starts, _live_state_hash(app, uid))
 
 
 def _part_starts(app: RoomsApp, uid: UUID, processes: int, part_min: int) -> list[RoomSnapshot]:
@@ -352,12 +361,9 @@ def _audit_part(app: RoomsApp, uid: UUID, snapshot: RoomSnapshot | None,
                 head=records[-1].hash(), rows=rows)
 
 
-def _joined(uid: UUID, parts: list[Part | None], starts: list[RoomSnapshot],
+def _joined(uid: UUID, done: list[Part], starts: list[RoomSnapshot],
             live: str) -> dict[str, Any] | None:
     """The report of a room whose parts passed every check and join up exactly; else None."""
-    done = [part for part in parts if part is not None]
-    if len(done) != len(parts):
-        return None
     seq = 1  # the number the next part's first entry must have
     for i, part in enumerate(done):
         rows = part.rows

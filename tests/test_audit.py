@@ -51,6 +51,33 @@ def test_a_draw_above_the_hand_limit_is_caught():
     assert result["hands_within_limits"] is False  # emperor held 1 and drew 4
 
 
+def test_a_part_started_from_a_state_checks_as_the_whole_stream_does():
+    """The audit of the events after a known state (a part, application/audit.Start)
+    checks them as the replay from the first event does: limits, cards, chain."""
+    from application.audit import Start
+    from domain.rules import apply, initial_state
+
+    deck = stream()[0].fact.state["deck"]  # type: ignore[attr-defined]
+    records = stream(*(CardDrawn(seat="emperor", card=card) for card in deck[:4]))
+    whole, _ = audit_records("r", records)
+
+    def start(split: int, head: str) -> Start:  # the replay changes its state: one each
+        state = initial_state(records[0].fact)  # type: ignore[arg-type]
+        for rec in records[1:split]:
+            apply(state, rec.fact)
+        return Start(records[0].fact, state, split, head)  # type: ignore[arg-type]
+
+    for split in (1, 2):
+        part, _ = audit_records("r", records[split:],
+                                start=start(split, records[split - 1].hash()))
+        assert part["checks"]["hands_within_limits"]["ok"] is False
+        assert part["checks"]["hands_within_limits"] == whole["checks"]["hands_within_limits"]
+        assert part["checks"]["chain_intact"]["ok"] is True
+        wrong, _ = audit_records("r", records[split:], start=start(split, GENESIS))
+        assert wrong["checks"]["chain_intact"]["details"] == [
+            f"version {split + 1} does not carry its predecessor's hash"]
+
+
 def test_an_event_that_does_not_fit_breaks_the_chain_check():
     result = checks(stream(CardDrawn(seat="emperor", card="not-on-top")))
     assert result["chain_intact"] is False
