@@ -83,9 +83,11 @@ except ImportError:  # pragma: no cover - older trees
 CODE_ROOT = Path(sys.modules["infrastructure"].__file__ or ".").resolve().parent.parent
 
 SIZES: dict[str, dict[str, Any]] = {
+    # A mix of `pairs` searches per process runs about as long as its baseline run
+    # (`seconds`), the two in turn `rounds` times: the machine's speed drifts.
     "full": {"rooms": [10_000, 100_000], "versions": [10, 10_000, 100_000], "open_rooms": 10_000,
-             "pairs": 200, "seconds": 5.0, "samples": 40, "loads": 20, "procs": [1, 2, 4],
-             "rounds": 3},
+             "pairs": 1_000, "seconds": 2.0, "samples": 40, "loads": 20, "procs": [1, 2, 4],
+             "rounds": 5},
     "quick": {"rooms": [1_000, 10_000], "versions": [10, 1_000, 10_000], "open_rooms": 500,
               "pairs": 60, "seconds": 1.5, "samples": 20, "loads": 10, "procs": [1, 4],
               "rounds": 1},
