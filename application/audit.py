@@ -1,8 +1,9 @@
 """The audit: replay a room's stream from its first event and check it.
 
-Replay uses only the stored events: no randomness, no clock, no snapshot.
-Every check is true, false, or null (not checked) with details; a room
-passes when none is false.
+Replay uses only the stored events: no randomness, no clock, and no snapshot
+is trusted (an audit in parts starts a part at one only once the replay
+before it has reached exactly that state). Every check is true, false, or
+null (not checked) with details; a room passes when none is false.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 from uuid import UUID
 
@@ -29,6 +31,7 @@ from domain.state import RoomState
 
 MAX_DETAILS = 20
 PART_MIN = 2_500  # events: a shorter part of an audit in parts does not pay for its process
+PART_SLACK = 10.0  # seconds a part may take beyond three times the first part's time
 CHECKS = ("cards_conserved", "spice_conserved", "shuffles_are_permutations",
           "hands_within_limits", "chain_intact")
 SHUFFLES = (PileShuffled, DiscardReshuffled)
@@ -228,7 +231,6 @@ def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
 class Part:
     """What the replay of one part tells the others (see `audit_in_parts`)."""
 
-    after: int  # the version the part starts after
     last: int  # the version of its last event
     events: int
     start_hash: str | None  # the state hash it started from (None: from the first event)
@@ -257,6 +259,7 @@ def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PAR
     bounds = [s.originator_version for s in starts]
     context = multiprocessing.get_context("fork")
     children = []
+    answered: set[BaseProcess] = set()  # the children whose part came back
     try:
         for i, snapshot in enumerate(starts):
             upto = bounds[i + 1] if i + 1 < len(bounds) else None
@@ -269,19 +272,21 @@ def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PAR
         began = time.monotonic()
         parts: list[Part | None] = [_audit_part(app, uid, None, bounds[0])]
         # The parts are about as long as this one: a child far slower than it is stuck.
-        deadline = time.monotonic() + 3 * (time.monotonic() - began) + 10
-        for _, receive in children:
+        deadline = time.monotonic() + 3 * (time.monotonic() - began) + PART_SLACK
+        for child, receive in children:
             if parts[-1] is None:  # one part is open: the audit in one process answers
                 break
             try:
-                ready = receive.poll(max(0.0, deadline - time.monotonic()))
-                parts.append(receive.recv() if ready else None)
+                if not receive.poll(max(0.0, deadline - time.monotonic())):
+                    break  # stuck
+                parts.append(receive.recv())
+                answered.add(child)
             except EOFError:  # the child died before answering
-                parts.append(None)
+                break
     finally:
-        for answered, (child, receive) in enumerate(children, start=2):
+        for child, receive in children:
             receive.close()
-            if answered > len(parts):  # still at work, or stuck: not needed any more
+            if child not in answered:  # still at work, or stuck: not needed any more
                 child.kill()
             child.join(timeout=5)
     done = [part for part in parts if part is not None]
@@ -326,8 +331,11 @@ def _part_in_child(send: Connection, reopen: Callable[[], RoomsApp], uid: UUID,
         part = _audit_part(app, uid, snapshot, upto)
     except Exception:  # the part is left open: the parent audits in one process
         part = None
-    finally:
+    try:
         send.send(part)  # before closing the storage: the parent waits for nothing else
+    except OSError:  # the parent stopped waiting
+        pass
+    finally:
         send.close()
         if app is not None:
             app.close()
@@ -356,7 +364,7 @@ def _audit_part(app: RoomsApp, uid: UUID, snapshot: RoomSnapshot | None,
     rows = fold.verdict(records)
     if state is None or rows is None or not all(c["ok"] for c in report["checks"].values()):
         return None
-    return Part(after=after, last=records[-1].originator_version, events=len(records),
+    return Part(last=records[-1].originator_version, events=len(records),
                 start_hash=start_hash, end_hash=str(report["state_hash"]),
                 head=records[-1].hash(), rows=rows)
 

@@ -235,6 +235,38 @@ def test_a_part_that_cannot_open_the_storage_leaves_the_audit_to_one_process(
         assert audit_room(app, room, 2, PART_MIN) == one
 
 
+@pytest.mark.parametrize("fate", ["hangs", "dies"])
+def test_a_part_that_hangs_or_dies_is_stopped_and_one_process_answers(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, fate: str) -> None:
+    import os
+    import time
+
+    import application.audit as audit
+
+    with opened(f"sqlite:///{tmp_path / 'parts.db'}") as app:
+        room = long_room(app)
+        one = audit_room(app, room)
+        parent = os.getpid()
+        replay = audit._audit_part
+
+        def stuck(*args: Any) -> Any:
+            if os.getpid() != parent:  # only in the forked part
+                if fate == "dies":
+                    os._exit(3)
+                time.sleep(600)
+            return replay(*args)
+
+        monkeypatch.setattr(audit, "_audit_part", stuck)
+        monkeypatch.setattr(audit, "PART_SLACK", 0.5)
+        began = time.monotonic()
+        assert audit_in_parts(app, UUID(room), 2, PART_MIN) is None
+        assert time.monotonic() - began < 30
+        assert audit_room(app, room, 2, PART_MIN) == one
+        import multiprocessing
+
+        assert multiprocessing.active_children() == []  # stopped and reaped
+
+
 def test_storage_no_other_process_can_open_is_audited_in_one_process() -> None:
     with opened("memory://") as app:
         room = long_room(app, draws=40)
