@@ -82,3 +82,16 @@ class Factory:
     @property
     def draws(self) -> int:
         return sum(s.draws for s in self.sources)
+
+
+def long_room(app: Any, draws: int = 100) -> str:
+    """A room played by an app: draws and discards by two seats (about two events a
+    command, reshuffles too), its read models caught up."""
+    room = str(app.create_room(layout())["room"])
+    for i in range(draws):
+        seat = ("emperor", "harkonnen")[i % 2]
+        assert app.execute(room, seat, {"type": "draw"})["ok"]
+        card = app.load(room).state.seat(seat).hand[-1]
+        assert app.execute(room, seat, {"type": "discard", "card": card})["ok"]
+    app.read_models.catch_up()
+    return room

@@ -20,7 +20,7 @@ import pytest
 from application.audit import audit_in_parts, audit_room
 from application.rooms import RoomsApp
 from infrastructure.storage import open_rooms
-from tests.support import layout
+from tests.support import layout, long_room
 
 INTERVAL = "20"  # a snapshot every 20 events: parts may start at any of them
 PART_MIN = 40
@@ -40,19 +40,6 @@ def opened(url: str) -> Iterator[RoomsApp]:
         yield app
     finally:
         app.close()
-
-
-def long_room(app: RoomsApp, draws: int = 100) -> str:
-    """Draws and discards by two seats: about two events a command, reshuffles too."""
-    room = str(app.create_room(layout())["room"])
-    for i in range(draws):
-        seat = ("emperor", "harkonnen")[i % 2]
-        assert app.execute(room, seat, {"type": "draw"})["ok"]
-        card = app.load(room).state.seat(seat).hand[-1]
-        assert app.execute(room, seat, {"type": "discard", "card": card})["ok"]
-    assert app.read_models is not None
-    app.read_models.catch_up()
-    return room
 
 
 def tables(app: RoomsApp) -> tuple[str, str]:

@@ -134,6 +134,21 @@ def test_audit_exits_1_on_a_broken_chain(cli: Cli):
     assert "problems" in done.stderr
 
 
+def test_audit_in_parts_prints_what_one_process_prints(cli: Cli):
+    """A room long enough for two parts (2,500 events each): the same report."""
+    from infrastructure.storage import open_rooms
+    from tests.support import long_room
+
+    with open_rooms(cli.db) as app:
+        room = long_room(app, draws=2_550)
+    one = cli("audit", room, "--processes", "1")
+    parts = cli("audit", room, "--processes", "2")
+    assert one.returncode == parts.returncode == 0, parts.stderr
+    assert parts.stdout == one.stdout and orjson.loads(one.stdout)["events"] > 5_000
+    refused = cli("audit", room, "--processes", "0")
+    assert refused.returncode == 2 and "at least 1" in refused.stderr
+
+
 def test_demo_runs_clean(cli: Cli):
     done = cli("demo")
     assert done.returncode == 0, done.stderr
