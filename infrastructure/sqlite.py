@@ -1,8 +1,8 @@
-"""The SQLite recorder of the rooms' events: the library's, plus a lean whole-stream read.
+"""The SQLite recorder of the rooms' events: the library's, plus a lean stream read.
 
 The library reads events as StoredEvents, with a UUID made from text and a
-`sqlite3.Row` per row; an audit reads a whole stream, where those were a
-third of the cost of reading. `select_stream` gives the plain rows that the
+`sqlite3.Row` per row; an audit reads a whole stream (or a long part of it),
+where those were a third of the cost of reading. `select_stream` gives the plain rows that the
 mapper's `stream` turns into events, as the PostgreSQL recorder does.
 """
 
@@ -15,7 +15,6 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 
 class RoomsSQLiteRecorder(SQLiteApplicationRecorder):
-
     def select_stream(self, room_id: UUID, gt: int | None = None,
                       lte: int | None = None) -> list[tuple[int, str, bytes]]:
         """A room's events (after `gt`, up to `lte`) as (version, topic, stored bytes),
