@@ -250,7 +250,8 @@ def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PAR
     the storage afresh and touches none of this process's connections.
     """
     models = app.read_models
-    if models is None or app.reopen is None or app.snapshots is None:
+    if models is None or app.reopen is None or app.snapshots is None or \
+            "fork" not in multiprocessing.get_all_start_methods():  # not on Windows
         return None
     starts = _part_starts(app, uid, processes, part_min)
     if not starts:
