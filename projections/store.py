@@ -333,13 +333,18 @@ class SQLStore(Store):
     """The shared queries; subclasses bring a connection and a lock."""
 
     mark = "?"
+    plain_rows: Any = None  # the cursor's row factory for plain tuples
 
     @abstractmethod
     def _read(self) -> Any:
         """A context manager yielding a cursor for reads."""
 
-    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    def _rows(self, sql: str, params: tuple[Any, ...], *, plain: bool = False) -> list[Any]:
+        """Rows by column name, or (`plain`: for a long read, such as a room's whole
+        log in an audit, where a mapping per row cost half the read) plain tuples."""
         with self._read() as c:
+            if plain:
+                c.row_factory = self.plain_rows
             c.execute(sql.replace("?", self.mark), params)
             return list(c.fetchall())
 
@@ -354,16 +359,16 @@ class SQLStore(Store):
         return (int(rows[0]["v"]), str(rows[0]["j"])) if rows else None
 
     def log(self, room: str) -> list[str]:
-        rows = self._rows("SELECT entry AS j FROM dl_public_log WHERE room = ? ORDER BY seq",
-                          (room,))
-        return [str(r["j"]) for r in rows]
+        rows = self._rows("SELECT entry FROM dl_public_log WHERE room = ? ORDER BY seq",
+                          (room,), plain=True)
+        return [str(entry) for entry, in rows]
 
     def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
         upto = "" if lte is None else " AND version <= ?"
-        rows = self._rows("SELECT seq AS s, entry AS j FROM dl_public_log "
+        rows = self._rows("SELECT seq, entry FROM dl_public_log "
                           f"WHERE room = ? AND version > ?{upto} ORDER BY seq",
-                          (room, gt) if lte is None else (room, gt, lte))
-        return [(int(r["s"]), str(r["j"])) for r in rows]
+                          (room, gt) if lte is None else (room, gt, lte), plain=True)
+        return [(int(seq), str(entry)) for seq, entry in rows]
 
     def room_views(self, room: str) -> dict[str, str]:
         rows = self._rows("SELECT seat AS s, view AS j FROM dl_seat_views WHERE room = ?",
@@ -444,7 +449,10 @@ class PostgresStore(SQLStore):
     mark = "%s"
 
     def __init__(self, datastore: Any, create: bool = True) -> None:
+        from psycopg.rows import tuple_row
+
         self.datastore = datastore
+        self.plain_rows = tuple_row
         schema = getattr(datastore, "schema", "public")
         self.search_path = f'SET LOCAL search_path TO "{schema}"'
         if not create:  # the tables are there (a process opened the database before)
