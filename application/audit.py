@@ -289,7 +289,10 @@ def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PAR
             receive.close()
             if child not in answered:  # still at work, or stuck: not needed any more
                 child.kill()
-            child.join(timeout=5)
+                child.join(timeout=5)
+            # A child that answered is closing its storage: multiprocessing reaps it
+            # later (at the next start of a process, or at exit) instead of making the
+            # audit wait for it.
     done = [part for part in parts if part is not None]
     if len(done) != len(starts) + 1:
         return None
