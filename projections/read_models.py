@@ -322,10 +322,15 @@ class RoomRows:
             return None
         if self.error is not None:
             raise self.error
-        if self.state is None or self.seen - self.after != len(records) or \
-                records[-1] is not self.last:
+        if not self.covers(records):
             return None
+        assert self.state is not None
         return self.log, render(self.state)
+
+    def covers(self, records: list[Recorded]) -> bool:
+        """Were `records` stepped, to the last, and nothing else?"""
+        return self.state is not None and self.seen - self.after == len(records) and \
+            records[-1] is self.last
 
 
 class PartRows(RoomRows):
@@ -350,9 +355,9 @@ class PartRows(RoomRows):
         else how many entries it made, the seq of the first, and whether they equal
         the stored ones; for the last part (`upto` None), also the stored views against
         views rendered from its last state, and the version the read models reached."""
-        if not self.clean or self.error is not None or self.state is None or \
-                self.seen - self.after != len(records) or records[-1] is not self.last:
+        if not self.clean or self.error is not None or not self.covers(records):
             return None
+        assert self.state is not None
         stored = [entry for _, entry in self.stored]
         verdict: dict[str, Any] = {
             "entries": len(self.log), "first_seq": self.first_seq,

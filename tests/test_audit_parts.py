@@ -42,6 +42,14 @@ def opened(url: str) -> Iterator[RoomsApp]:
         app.close()
 
 
+def one_process_answers(app: RoomsApp, room: str) -> dict[str, Any]:
+    """The parts leave the room to one process, whose report the audit gives."""
+    assert audit_in_parts(app, UUID(room), 2, PART_MIN) is None
+    report = audit_room(app, room, 2, PART_MIN)
+    assert report == audit_room(app, room)
+    return report
+
+
 def tables(app: RoomsApp) -> tuple[str, str]:
     """The events and snapshots tables of this app's storage."""
     assert app.snapshots is not None
@@ -111,9 +119,7 @@ def test_an_edited_event_is_reported_as_one_process_reports_it(url: str, where: 
     tamper(url, f"UPDATE {events} SET state = ? WHERE originator_id = ? "
                 "AND originator_version = ?", orjson.dumps(body), key, version)
     with opened(url) as app:
-        assert audit_in_parts(app, UUID(room), 2, PART_MIN) is None
-        report = audit_room(app, room, 2, PART_MIN)
-        assert report == audit_room(app, room)
+        report = one_process_answers(app, room)
         assert report["checks"]["chain_intact"]["details"] == [
             f"version {version + 1} does not carry its predecessor's hash"]
 
@@ -145,9 +151,7 @@ def test_a_snapshot_the_replay_does_not_reach_leaves_the_audit_to_one_process(
     tamper(url, f"UPDATE {snapshots} SET state = ? WHERE originator_id = ? "
                 "AND originator_version = ?", orjson.dumps(body), key, start)
     with opened(url) as app:
-        assert audit_in_parts(app, uid, 2, PART_MIN) is None
-        report = audit_room(app, room, 2, PART_MIN)
-        assert report == audit_room(app, room)
+        report = one_process_answers(app, room)
         assert report["ok"] is (which == "where a part starts")
         assert report["checks"]["live_state_matches"]["ok"] is report["ok"]
 
@@ -174,9 +178,7 @@ def test_a_changed_log_entry_or_view_in_any_part_is_reported_by_one_process(
     tamper(url, "UPDATE dl_public_log SET entry = ? WHERE room = ? AND seq = ?",
            orjson.dumps(entry).decode(), room, seq)
     with opened(url) as app:
-        assert audit_in_parts(app, uid, 2, PART_MIN) is None
-        report = audit_room(app, room, 2, PART_MIN)
-        assert report == audit_room(app, room)
+        report = one_process_answers(app, room)
         assert report["checks"]["read_models_match"]["ok"] is False
 
     tamper(url, "UPDATE dl_public_log SET entry = ? WHERE room = ? AND seq = ?",
@@ -184,9 +186,7 @@ def test_a_changed_log_entry_or_view_in_any_part_is_reported_by_one_process(
     tamper(url, "UPDATE dl_seat_views SET view = '{}' WHERE room = ? AND seat = 'emperor'",
            room)
     with opened(url) as app:
-        assert audit_in_parts(app, uid, 2, PART_MIN) is None
-        report = audit_room(app, room, 2, PART_MIN)
-        assert report == audit_room(app, room)
+        report = one_process_answers(app, room)
         assert report["checks"]["read_models_match"]["details"] == [
             "emperor's view differs from a fresh rebuild"]
 
@@ -203,9 +203,7 @@ def test_read_models_that_say_they_are_elsewhere_are_reported_by_one_process(url
     tamper(url, "UPDATE dl_seat_views SET version = ? WHERE room = ? AND seat = ?",
            version + 5, room, PUBLIC)
     with opened(url) as app:
-        assert audit_in_parts(app, UUID(room), 2, PART_MIN) is None
-        report = audit_room(app, room, 2, PART_MIN)
-        assert report == audit_room(app, room)
+        report = one_process_answers(app, room)
         assert report["checks"]["read_models_match"]["details"] == [
             f"the read models are at version {version + 5}, the stream at {version}"]
 
@@ -228,9 +226,7 @@ def test_an_entry_numbered_out_of_place_across_parts_is_no_match(url: str) -> No
         tamper(url, "UPDATE dl_public_log SET seq = ?, entry = ? WHERE room = ? AND seq = ?",
                entry["seq"], orjson.dumps(entry).decode(), room, seq)
     with opened(url) as app:
-        assert audit_in_parts(app, uid, 2, PART_MIN) is None
-        report = audit_room(app, room, 2, PART_MIN)
-        assert report == audit_room(app, room)
+        report = one_process_answers(app, room)
         assert report["checks"]["read_models_match"]["ok"] is False
 
 
