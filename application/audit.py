@@ -199,7 +199,8 @@ def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
     models = app.read_models
     fold = models.room_fold(uid) if models is not None else None
     report, replayed = audit_records(str(uid), records, fold)
-    live = _live_state_hash(app, uid)
+    # Commands may land while the audit runs: the room is checked at the version read.
+    live = _live_state_hash(app, uid, records[-1].originator_version)
     matches = replayed is not None and state_hash(replayed) == live
     report["checks"]["live_state_matches"] = {
         "ok": matches,
@@ -208,7 +209,9 @@ def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
     # The stored projections against a fresh rebuild of this room in memory, made
     # along the replay above.
     report["checks"]["read_models_match"] = (
-        models.check_room(uid, records, fold) if models is not None
+        models.check_room(uid, records, fold,
+                          lambda after, upto: app.records(uid, gt=after, lte=upto))
+        if models is not None
         else {"ok": None, "details": ["not checked: this app has no read models"]}
     )
     report["ok"] = all(c["ok"] is not False for c in report["checks"].values())
@@ -296,7 +299,7 @@ def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PAR
     done = [part for part in parts if part is not None]
     if len(done) != len(starts) + 1:
         return None
-    return _joined(uid, done, starts, _live_state_hash(app, uid))
+    return _joined(uid, done, starts, _live_state_hash(app, uid, done[-1].last))
 
 
 def _part_starts(app: RoomsApp, uid: UUID, processes: int, part_min: int) -> list[RoomSnapshot]:
@@ -398,9 +401,14 @@ def _joined(uid: UUID, done: list[Part], starts: list[RoomSnapshot],
             "version": final.last, "state_hash": final.end_hash, "checks": checks, "ok": True}
 
 
-def _live_state_hash(app: RoomsApp, uid: UUID) -> str:
+def _live_state_hash(app: RoomsApp, uid: UUID, version: int) -> str:
+    """The state the application loads (snapshots included), as of `version`: the room
+    as commands load it, or, when it has been written since, as it was then."""
     try:
-        return state_hash(app.load(uid).state)
+        room = app.load(uid)
+        if room.version > version:
+            room = app.load(uid, version=version)
+        return state_hash(room.state)
     except Exception as e:  # a stream that no longer loads is itself a finding
         return f"unloadable: {type(e).__name__}"
 

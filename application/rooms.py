@@ -424,8 +424,11 @@ class ReadModelsPort(Protocol):
 
     def room_fold(self, room_id: UUID) -> RoomFold: ...
 
-    def check_room(self, room_id: UUID, records: list[Recorded],
-                   fold: RoomFold | None = None) -> dict[str, Any]: ...
+    def check_room(self, room_id: UUID, records: list[Recorded], fold: RoomFold | None = None,
+                   later: Callable[[int, int], list[Recorded]] | None = None
+                   ) -> dict[str, Any]:
+        """The stored read models against a rebuild from `records` (stepped along in
+        `fold`) and, where they have moved past them, `later(after, upto)`."""
 
     def part_fold(self, room_id: UUID, after: int, upto: int | None) -> PartFold: ...
 

@@ -41,6 +41,11 @@ BATCH = 500
 CACHE_ENV = "DUNE_LEDGER_PROJECTION_CACHE"
 DEFAULT_CACHE = 256
 Progress = Callable[[int, int], None]  # (applied so far, notifications to apply)
+# A mismatch is looked at again up to this many times while the stored rows keep
+# changing (another process storing a batch), this many seconds apart.
+SETTLE_LOOKS = 3
+SETTLE_PAUSE = 0.05
+Later = Callable[[int, int], list[Recorded]]  # a room's events after one version, up to another
 
 
 class ReadModels:
@@ -147,7 +152,7 @@ class ReadModels:
         """Everything stored for one room, parsed, for comparisons."""
         return {
             "log": self.public_log(room),
-            "views": {seat: orjson.loads(v) for seat, v in self.store.room_views(room).items()},
+            "views": {seat: orjson.loads(v) for seat, v in self.store.room_views(room)[1].items()},
         }
 
     # --- audit --------------------------------------------------------------------------
@@ -160,40 +165,63 @@ class ReadModels:
         the read models up."""
         return PartRows(self, room_id, after, upto)
 
-    def check_room(self, room_id: UUID, records: list[Recorded],
-                   fold: object = None) -> dict[str, Any]:
+    def check_room(self, room_id: UUID, records: list[Recorded], fold: object = None,
+                   later: Later | None = None) -> dict[str, Any]:
         """Do the stored read models of a room equal a fresh rebuild in memory?
 
-        The fresh rebuild projects the room's own records, up to the version the
-        stored models have reached, so a write landing meanwhile is no mismatch.
-        `fold`, made by `room_fold` and stepped along the caller's own replay of
-        `records`, spares a second fold when it covers them all. Rows compare as
-        parsed JSON, as a reader sees them.
+        The fresh rebuild projects the room's own records up to the version of the
+        stored views. A room written while it was audited has views past the last of
+        `records`: `later(after, upto)` reads the events between, and the rebuild goes
+        on with them, so a write landing meanwhile is no mismatch, and its rows are
+        compared too. `fold`, made by `room_fold` and stepped along the caller's own
+        replay of `records`, spares a second fold when it covers them all. Rows
+        compare as parsed JSON, as a reader sees them.
+
+        Another process may be between storing a batch's log entries and its views
+        (two transactions): a mismatch is looked at again, after a pause, while the
+        stored rows keep changing.
         """
         room = str(room_id)
-        try:
-            self.catch_up()
-            stored_log = self.store.log(room)
-            stored_views = self.store.room_views(room)
-            version = self.version(room) or 0
-            rebuilt = [r for r in records if r.originator_version <= version]
-            rows = (fold.rows(records) if isinstance(fold, RoomRows)
-                    and len(rebuilt) == len(records) else None)
-            fresh_log, fresh_views = rows if rows is not None else fresh_rows(room_id, rebuilt)
-        except Exception as e:  # a stream the projectors cannot fold is a failed check
-            return {"ok": False, "details": [f"the read models cannot be rebuilt: {e}"]}
-        details: list[str] = []
-        if version != (records[-1].originator_version if records else 0):
-            details.append(f"the read models are at version {version}, "
-                           f"the stream at {records[-1].originator_version if records else 0}")
-        if len(stored_log) != len(fresh_log) or not all(
-            map(same_json, stored_log, fresh_log)
-        ):
-            details.append(f"the public log differs ({len(stored_log)} entries stored, "
-                           f"{len(fresh_log)} rebuilt)")
-        for seat in differing_views(stored_views, fresh_views):
-            name = "the public view" if seat == PUBLIC else f"{seat}'s view"
-            details.append(f"{name} differs from a fresh rebuild")
+        seen: tuple[int, int] | None = None
+        for look in range(SETTLE_LOOKS):
+            if look:
+                time.sleep(SETTLE_PAUSE)
+            try:
+                self.catch_up()
+                stored_log = self.store.log(room)
+                stored_version, stored_views = self.store.room_views(room)
+                version = stored_version or 0
+                if (version, len(stored_log)) == seen:
+                    break  # nothing moved since the last look: its findings stand
+                seen = (version, len(stored_log))
+                last = records[-1].originator_version if records else 0
+                if version > last and later is not None:
+                    newer = later(last, version)
+                    if isinstance(fold, RoomRows):
+                        fold.extend(newer)
+                    records = [*records, *newer]
+                rebuilt = [r for r in records if r.originator_version <= version]
+                rows = (fold.rows(records) if isinstance(fold, RoomRows)
+                        and len(rebuilt) == len(records) else None)
+                fresh_log, fresh_views = (rows if rows is not None
+                                          else fresh_rows(room_id, rebuilt))
+            except Exception as e:  # a stream the projectors cannot fold is a failed check
+                return {"ok": False, "details": [f"the read models cannot be rebuilt: {e}"]}
+            details: list[str] = []
+            reached = records[-1].originator_version if records else 0
+            if version != reached:
+                details.append(f"the read models are at version {version}, "
+                               f"the stream at {reached}")
+            if len(stored_log) != len(fresh_log) or not all(
+                map(same_json, stored_log, fresh_log)
+            ):
+                details.append(f"the public log differs ({len(stored_log)} entries stored, "
+                               f"{len(fresh_log)} rebuilt)")
+            for seat in differing_views(stored_views, fresh_views):
+                name = "the public view" if seat == PUBLIC else f"{seat}'s view"
+                details.append(f"{name} differs from a fresh rebuild")
+            if not details:
+                break
         return {"ok": not details, "details": details}
 
 
@@ -246,7 +274,7 @@ def fresh_rows(room_id: UUID, records: list[Recorded]) -> tuple[list[str], dict[
     if rows is not None:
         return rows
     store = projected(records).store
-    return store.log(str(room_id)), store.room_views(str(room_id))
+    return store.log(str(room_id)), store.room_views(str(room_id))[1]
 
 
 def _fold_rows(room_id: UUID, records: list[Recorded]) -> tuple[list[str], dict[str, str]] | None:
@@ -327,6 +355,20 @@ class RoomRows:
         assert self.state is not None
         return self.log, render(self.state)
 
+    def extend(self, records: list[Recorded]) -> None:
+        """Step on past the end of the replay with `records`, the room's next events,
+        on a copy of the replay's state (a room written while it was audited)."""
+        if self.state is None or not self.clean or self.error is not None:
+            return
+        state = self.state.model_copy(deep=True)
+        for rec in records:
+            try:
+                apply(state, rec.fact)
+            except Exception:  # the rebuild of the projectors' own says what is wrong
+                self.clean = False
+                return
+            self.step(rec, state)
+
     def covers(self, records: list[Recorded]) -> bool:
         """Were `records` stepped, to the last, and nothing else?"""
         return self.state is not None and self.seen - self.after == len(records) and \
@@ -365,9 +407,9 @@ class PartRows(RoomRows):
         }
         if self.upto is None:
             room = str(self.room_id)
-            verdict["version"] = self.models.version(room)
-            verdict["views_equal"] = not differing_views(self.models.store.room_views(room),
-                                                         render(self.state))
+            version, views = self.models.store.room_views(room)
+            verdict["version"] = version
+            verdict["views_equal"] = not differing_views(views, render(self.state))
         return verdict
 
 

@@ -125,7 +125,9 @@ class Store(ABC):
         (None: to the last), in seq order."""
 
     @abstractmethod
-    def room_views(self, room: str) -> dict[str, str]: ...
+    def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
+        """The version of the room's public view (None: no views) and every view of the
+        room (seat -> JSON), read at once: a projector writes them all in one go."""
 
     @abstractmethod
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
@@ -242,9 +244,12 @@ class MemoryStore(Store):
                     in enumerate(self.entries.get(room, []), start=1)
                     if version > gt and (lte is None or version <= lte)]
 
-    def room_views(self, room: str) -> dict[str, str]:
+    def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
         with self.lock:
-            return {seat: view for seat, (_, view) in self.views.get(room, {}).items()}
+            rows = self.views.get(room, {})
+            public = rows.get(PUBLIC)
+            return (None if public is None else public[0],
+                    {seat: view for seat, (_, view) in rows.items()})
 
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         with self.lock:
@@ -370,10 +375,11 @@ class SQLStore(Store):
                           (room, gt) if lte is None else (room, gt, lte), plain=True)
         return [(int(seq), str(entry)) for seq, entry in rows]
 
-    def room_views(self, room: str) -> dict[str, str]:
-        rows = self._rows("SELECT seat AS s, view AS j FROM dl_seat_views WHERE room = ?",
-                          (room,))
-        return {str(r["s"]): str(r["j"]) for r in rows}
+    def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
+        rows = self._rows("SELECT seat AS s, version AS v, view AS j FROM dl_seat_views "
+                          "WHERE room = ?", (room,))
+        version = next((int(r["v"]) for r in rows if r["s"] == PUBLIC), None)
+        return version, {str(r["s"]): str(r["j"]) for r in rows}
 
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         where = " WHERE due = 1" if due else ""
