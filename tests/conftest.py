@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,15 @@ def database(prefix: str) -> Iterator[str]:
             yield url
     except psycopg.OperationalError as e:
         pytest.fail(f"PostgreSQL is not reachable at {ADMIN_URL} (.ci/run starts it): {e}")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A storage URL, once for a SQLite file and once for the session's PostgreSQL
+    database (tests that use it run on both)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'rooms.db'}"
+    return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture(scope="session")

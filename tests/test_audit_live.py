@@ -23,13 +23,6 @@ from tests.support import long_room
 from tests.test_audit_parts import tamper
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'live.db'}"
-    return str(request.getfixturevalue("pg_url"))
-
-
 @contextmanager
 def two_apps(url: str) -> Iterator[tuple[RoomsApp, RoomsApp]]:
     """An auditor and a player's process, on the same storage."""

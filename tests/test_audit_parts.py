@@ -26,13 +26,6 @@ INTERVAL = "20"  # a snapshot every 20 events: parts may start at any of them
 PART_MIN = 40
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'parts.db'}"
-    return str(request.getfixturevalue("pg_url"))
-
-
 @contextmanager
 def opened(url: str) -> Iterator[RoomsApp]:
     app = open_rooms(url, DUNE_LEDGER_SNAPSHOT_INTERVAL=INTERVAL)
