@@ -41,8 +41,8 @@ BATCH = 500
 CACHE_ENV = "DUNE_LEDGER_PROJECTION_CACHE"
 DEFAULT_CACHE = 256
 Progress = Callable[[int, int], None]  # (applied so far, notifications to apply)
-# A mismatch is looked at again up to this many times while the stored rows keep
-# changing (another process storing a batch), this many seconds apart.
+# Views behind the log are looked at this many times, this many seconds apart, before
+# they stand as a finding (another process may be storing a batch: `_stored`).
 SETTLE_LOOKS = 3
 SETTLE_PAUSE = 0.05
 Later = Callable[[int, int], list[Recorded]]  # a room's events after one version, up to another
@@ -169,31 +169,21 @@ class ReadModels:
                    later: Later | None = None) -> dict[str, Any]:
         """Do the stored read models of a room equal a fresh rebuild in memory?
 
-        The fresh rebuild projects the room's own records up to the version of the
-        stored views. A room written while it was audited has views past the last of
-        `records`: `later(after, upto)` reads the events between, and the rebuild goes
-        on with them, so a write landing meanwhile is no mismatch, and its rows are
-        compared too. `fold`, made by `room_fold` and stepped along the caller's own
-        replay of `records`, spares a second fold when it covers them all. Rows
-        compare as parsed JSON, as a reader sees them.
-
-        Another process may be between storing a batch's log entries and its views
-        (two transactions): a mismatch is looked at again, after a pause, while the
-        stored rows keep changing.
+        The stored log is compared with a rebuild of the room's own events up to the
+        version the log has reached, the views with one up to theirs. A room written
+        while it was audited has read models past the last of `records`:
+        `later(after, upto)` reads the events between, and the rebuild goes on with
+        them, so a write landing meanwhile is no mismatch, and its rows are compared
+        too. `fold`, made by `room_fold` and stepped along the caller's own replay of
+        `records`, spares a second fold where it reaches. Rows compare as parsed JSON,
+        as a reader sees them.
         """
         room = str(room_id)
-        seen: tuple[int, int] | None = None
-        for look in range(SETTLE_LOOKS):
-            if look:
-                time.sleep(SETTLE_PAUSE)
-            try:
-                self.catch_up()
-                stored_log = self.store.log(room)
-                stored_version, stored_views = self.store.room_views(room)
-                version = stored_version or 0
-                if (version, len(stored_log)) == seen:
-                    break  # nothing moved since the last look: its findings stand
-                seen = (version, len(stored_log))
+        audited = records[-1].originator_version if records else 0
+        try:
+            (log_at, stored_log), (views_at, stored_views), stuck = self._stored(room)
+            fresh: dict[int, tuple[list[str], dict[str, str]]] = {}
+            for version in sorted({log_at, views_at}):
                 last = records[-1].originator_version if records else 0
                 if version > last and later is not None:
                     newer = later(last, version)
@@ -203,26 +193,52 @@ class ReadModels:
                 rebuilt = [r for r in records if r.originator_version <= version]
                 rows = (fold.rows(records) if isinstance(fold, RoomRows)
                         and len(rebuilt) == len(records) else None)
-                fresh_log, fresh_views = (rows if rows is not None
-                                          else fresh_rows(room_id, rebuilt))
-            except Exception as e:  # a stream the projectors cannot fold is a failed check
-                return {"ok": False, "details": [f"the read models cannot be rebuilt: {e}"]}
-            details: list[str] = []
-            reached = records[-1].originator_version if records else 0
-            if version != reached:
-                details.append(f"the read models are at version {version}, "
-                               f"the stream at {reached}")
-            if len(stored_log) != len(fresh_log) or not all(
-                map(same_json, stored_log, fresh_log)
-            ):
-                details.append(f"the public log differs ({len(stored_log)} entries stored, "
-                               f"{len(fresh_log)} rebuilt)")
-            for seat in differing_views(stored_views, fresh_views):
-                name = "the public view" if seat == PUBLIC else f"{seat}'s view"
-                details.append(f"{name} differs from a fresh rebuild")
-            if not details:
-                break
+                fresh[version] = ((list(rows[0]), rows[1]) if rows is not None
+                                  else fresh_rows(room_id, rebuilt))
+            fresh_log, fresh_views = fresh[log_at][0], fresh[views_at][1]
+        except Exception as e:  # a stream the projectors cannot fold is a failed check
+            return {"ok": False, "details": [f"the read models cannot be rebuilt: {e}"]}
+        details: list[str] = []
+        reached = records[-1].originator_version if records else 0
+        if max(log_at, views_at) > reached:
+            details.append(f"the read models are at version {max(log_at, views_at)}, "
+                           f"the stream at {reached}")
+        elif min(log_at, views_at) < audited:
+            details.append(f"the read models are at version {min(log_at, views_at)}, "
+                           f"the stream at {audited}")
+        if stuck:
+            details.append(f"the views are at version {views_at}, the public log at {log_at}")
+        if len(stored_log) != len(fresh_log) or not all(
+            map(same_json, stored_log, fresh_log)
+        ):
+            details.append(f"the public log differs ({len(stored_log)} entries stored, "
+                           f"{len(fresh_log)} rebuilt)")
+        for seat in differing_views(stored_views, fresh_views):
+            name = "the public view" if seat == PUBLIC else f"{seat}'s view"
+            details.append(f"{name} differs from a fresh rebuild")
         return {"ok": not details, "details": details}
+
+    def _stored(self, room: str) -> tuple[tuple[int, list[str]], tuple[int, dict[str, str]],
+                                          bool]:
+        """The room's stored log and views (each with the version it reached), caught up
+        first, and whether the views stayed behind the log.
+
+        A projector stores a batch's log entries, then its views, in two transactions:
+        another process may be between them. Views behind the log are looked at again,
+        after a pause, and stand as a finding only if they did not move at any look.
+        """
+        behind_at: int | None = None
+        for look in range(SETTLE_LOOKS):
+            if look:
+                time.sleep(SETTLE_PAUSE)
+            self.catch_up()
+            log = self.store.log_at(room)  # then the views: they can only be newer
+            version, views = self.store.room_views(room)
+            views_at = version or 0
+            if views_at >= log[0] or (behind_at is not None and views_at != behind_at):
+                return log, (views_at, views), False
+            behind_at = views_at
+        return log, (views_at, views), True
 
 
 def differing_views(stored: dict[str, str], fresh: dict[str, str]) -> list[str]:

@@ -120,6 +120,11 @@ class Store(ABC):
     def log(self, room: str) -> list[str]: ...
 
     @abstractmethod
+    def log_at(self, room: str) -> tuple[int, list[str]]:
+        """The version the room's log has reached (0: none) and its entries, in seq order,
+        read at once: the entries of a batch are stored with that version."""
+
+    @abstractmethod
     def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
         """(seq, entry) of the entries of events after version `gt`, up to `lte`
         (None: to the last), in seq order."""
@@ -237,6 +242,12 @@ class MemoryStore(Store):
     def log(self, room: str) -> list[str]:
         with self.lock:
             return [entry for _, entry in self.entries.get(room, [])]
+
+    def log_at(self, room: str) -> tuple[int, list[str]]:
+        with self.lock:
+            reached = self.rooms.get(("public_log", room))
+            return (0 if reached is None else reached[0],
+                    [entry for _, entry in self.entries.get(room, [])])
 
     def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
         with self.lock:
@@ -367,6 +378,13 @@ class SQLStore(Store):
         rows = self._rows("SELECT entry FROM dl_public_log WHERE room = ? ORDER BY seq",
                           (room,), plain=True)
         return [str(entry) for entry, in rows]
+
+    def log_at(self, room: str) -> tuple[int, list[str]]:
+        # One statement, one snapshot: the version is read once, beside every entry.
+        rows = self._rows("SELECT (SELECT version FROM dl_log_rooms WHERE room = ?), entry "
+                          "FROM dl_public_log WHERE room = ? ORDER BY seq", (room, room),
+                          plain=True)
+        return (int(rows[0][0] or 0) if rows else 0), [str(entry) for _, entry in rows]
 
     def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
         upto = "" if lte is None else " AND version <= ?"

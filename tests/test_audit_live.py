@@ -53,7 +53,8 @@ def play_after_the_read(auditor: RoomsApp, room: str, play: Callable[[], None]) 
 
 
 def draw_and_discard(player: RoomsApp, room: str, seat: str = "emperor") -> None:
-    assert player.execute(room, seat, {"type": "draw"})["ok"]
+    drawn = player.execute(room, seat, {"type": "draw"})
+    assert drawn["ok"], drawn
     card = player.load(room).state.seat(seat).hand[-1]
     assert player.execute(room, seat, {"type": "discard", "card": card})["ok"]
 
@@ -103,8 +104,9 @@ def test_read_models_that_moved_on_are_still_compared(url: str) -> None:
 
 def test_a_process_between_storing_the_log_and_the_views_is_no_finding(url: str) -> None:
     """A projector stores a batch's log entries, then its views, in two transactions:
-    the audit may read the log of a command whose views are not stored yet. It looks
-    again, and the player's process (here, the auditor's own catch-up) stores them."""
+    the audit may find the log of a command whose views are not stored yet. Both are
+    compared, each at its own version; the views behind the log are looked at again,
+    and they moved (the auditor's own catch-up stored them)."""
     with two_apps(url) as (auditor, player):
         room = long_room(player, draws=30)
         models = auditor.read_models
@@ -112,24 +114,25 @@ def test_a_process_between_storing_the_log_and_the_views_is_no_finding(url: str)
         public_log = player.read_models.projectors[0]  # type: ignore[attr-defined]
         assert public_log.name == "public_log"
         store = models.store  # type: ignore[attr-defined]
-        read_log = store.log
-        looks: list[int] = []
+        read_log = store.log_at
+        looks: list[tuple[int, list[str]]] = []
 
-        def log(room_id: str) -> list[str]:
+        def log_at(room_id: str) -> tuple[int, list[str]]:
             if not looks:  # the first look: a command lands, its log entries stored alone
                 draw_and_discard(player, room)
                 recorder = player.recorder
                 notes = recorder.select_notifications(
                     start=models.position() + 1, limit=100)  # type: ignore[attr-defined]
                 public_log.process(player.read_models.decode(notes))  # type: ignore[attr-defined]
-            looks.append(1)
-            return read_log(room_id)
+            looks.append(read_log(room_id))
+            return looks[-1]
 
-        store.log = log
+        store.log_at = log_at
         report = audit_room(auditor, room)
         assert report["checks"]["read_models_match"] == {"ok": True, "details": []}
         assert report["ok"]
-        assert len(looks) == 2  # the second look found the views stored
+        assert len(looks) == 2  # the views were behind the log at the first look
+        assert looks[0][0] == player.load(room).version > report["version"]
 
 
 def test_commands_landing_during_an_audit_in_parts_are_no_finding(url: str) -> None:
@@ -154,3 +157,52 @@ def test_commands_landing_during_an_audit_in_parts_are_no_finding(url: str) -> N
         assert played, "the audit was not made in parts"
         assert report["ok"], report["checks"]
         assert report["version"] <= player.load(room).version
+
+
+def keep_playing(url: str, room: str, seat: str, stop: Any) -> None:
+    """A player's process: `seat` draws and discards until told to stop, the read
+    models caught up now and then, as a server's reads would."""
+    with open_rooms(url) as app:
+        turn = 0
+        while not stop.is_set():
+            # Two writers on one room at full speed: a command may be answered `busy`
+            # (the room kept changing), and is played again at the next turn.
+            app.execute(room, seat, {"type": "draw"})
+            hand = app.load(room).state.seat(seat).hand
+            if hand:
+                app.execute(room, seat, {"type": "discard", "card": hand[-1]})
+            turn += 1
+            if turn % 3 == 0:
+                app.read_models.catch_up()  # type: ignore[union-attr]
+
+
+def test_audits_while_two_processes_play_find_nothing(url: str) -> None:
+    """The drill: two processes play a room as fast as they can while it is audited
+    again and again, in one process and in parts. Every report is clean."""
+    import multiprocessing
+
+    from tests.test_audit_parts import PART_MIN
+
+    context = multiprocessing.get_context("spawn")
+    with two_apps(url) as (auditor, player):
+        room = long_room(player, draws=60)
+        stop = context.Event()
+        players = [context.Process(target=keep_playing, args=(url, room, seat, stop))
+                   for seat in ("emperor", "harkonnen")]
+        for process in players:
+            process.start()
+        try:
+            start = auditor.load(room).version
+            while auditor.load(room).version < start + 20:  # both are playing
+                assert all(p.is_alive() for p in players)
+            reports = [audit_room(auditor, room, processes, PART_MIN)
+                       for _ in range(6) for processes in (1, 2)]
+        finally:
+            stop.set()
+            for process in players:
+                process.join(timeout=30)
+        assert all(p.exitcode == 0 for p in players)
+        assert [r["checks"] for r in reports if not r["ok"]] == []
+        versions = [r["version"] for r in reports]
+        assert versions == sorted(versions) and versions[0] < versions[-1]
+        assert audit_room(auditor, room)["ok"]
