@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import random
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +38,10 @@ RandomnessFactory = Callable[[int | None, int], Randomness]
 Result = dict[str, Any]
 
 RETRIES = 8
+# After a lost race, a command waits a random while (up to this many seconds, doubling
+# with each loss) before it reads the room again: two writers in one room at full
+# speed otherwise lose to each other in lockstep, the one that kept the room winning.
+RETRY_PAUSE = 0.001
 
 # Rooms a process keeps in memory after saving them, for its next command on the same
 # room (most recently used kept): that command is decided on the kept room instead of
@@ -139,7 +145,9 @@ class RoomsApp(Application[UUID]):
             return self._refused(room_id, r)
         decided_on = 0
         lost_a_race = False
-        for _ in range(RETRIES):
+        for attempt in range(RETRIES):
+            if attempt:  # a race was lost; not the room's randomness: nothing of it is kept
+                time.sleep(random.uniform(0, RETRY_PAUSE * 2 ** (attempt - 1)))
             try:
                 room, as_stored = self._room_to_decide_on(room_id)
             except Rejection as r:

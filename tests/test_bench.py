@@ -50,3 +50,15 @@ def test_smoke_run_reports_every_figure() -> None:
     assert memory["worker_rc"] == 0
     assert memory["worker_peak_rss_mib"] > 0 and memory["bare_rss_mib"] > 0
     assert "| figure | storage |" in done.stderr
+
+
+def test_contention_bench_runs_both_ways() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_contention.py"), "--only", "sqlite",
+         "--seconds", "0.5", "--rounds", "1"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| SQLite |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["pause", "no pause"]
+    assert all(int(row.split("|")[3].strip().replace(",", "")) > 0 for row in rows)

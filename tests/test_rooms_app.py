@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+import application.rooms as rooms_module
 from application.audit import audit_room, state_hash
 from application.stream import Recorded
 from domain.rules import replay
@@ -220,10 +221,16 @@ def test_a_room_that_keeps_changing_gives_busy_and_stores_nothing(app, monkeypat
         raise IntegrityError("another writer won")
 
     monkeypatch.setattr(app, "save", always_beaten)
+    pauses: list[float] = []
+    monkeypatch.setattr(rooms_module.time, "sleep", pauses.append)
     result = app.execute(room, "emperor", {"type": "draw"})
     assert result == {"ok": False, "version": 1,
                       "error": {"code": "busy", "message": "the room kept changing; try again"}}
     assert app.load(room).version == 1
+    # Between lost races it waits a random while, the bound doubling each time (two
+    # writers in lockstep otherwise keep beating each other), and not after the last.
+    assert len(pauses) == rooms_module.RETRIES - 1
+    assert all(0 <= p <= rooms_module.RETRY_PAUSE * 2 ** i for i, p in enumerate(pauses))
 
 
 # --- kept rooms: a process reuses the room it saved last, other processes write too ---
