@@ -391,8 +391,8 @@ def _joined(uid: UUID, done: list[Part], starts: list[RoomSnapshot],
                     or part.head != start.state["head"]:
                 return None
     final = done[-1]
-    if final.rows["version"] != final.last or not final.rows["views_equal"] or \
-            final.end_hash != live:
+    if final.rows["version"] != final.last or final.rows["log_version"] != final.last or \
+            not final.rows["views_equal"] or final.end_hash != live:
         return None
     checks = {name: Check().report() for name in CHECKS}
     checks["live_state_matches"] = {"ok": True, "details": []}

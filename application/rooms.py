@@ -454,8 +454,8 @@ class PartFold(RoomFold, Protocol):
     for an audit made in parts (application/audit.py)."""
 
     def verdict(self, records: list[Recorded]) -> dict[str, Any] | None:
-        """`entries`, `first_seq`, `log_equal` (and `views_equal`, `version` for the
-        last part); None when the rows could not be made."""
+        """`entries`, `first_seq`, `log_equal` (and `views_equal`, `version`,
+        `log_version` for the last part); None when the rows could not be made."""
 
 
 def room_uuid(room_id: str | UUID) -> UUID:

@@ -232,10 +232,11 @@ class ReadModels:
             if look:
                 time.sleep(SETTLE_PAUSE)
             self.catch_up()
-            log = self.store.log_at(room)  # then the views: they can only be newer
+            log_at, entries = self.store.log_at(room)  # then the views: only newer
+            log = (log_at, [entry for _, entry in entries])
             version, views = self.store.room_views(room)
             views_at = version or 0
-            if views_at >= log[0] or (behind_at is not None and views_at != behind_at):
+            if views_at >= log_at or (behind_at is not None and views_at != behind_at):
                 return log, (views_at, views), False
             behind_at = views_at
         return log, (views_at, views), True
@@ -403,7 +404,7 @@ class PartRows(RoomRows):
     """
 
     def __init__(self, models: ReadModels, room_id: UUID, after: int, upto: int | None) -> None:
-        self.stored = models.store.log_between(str(room_id), after, upto)
+        self.log_version, self.stored = models.store.log_at(str(room_id), after, upto)
         super().__init__(room_id, after, self.stored[0][0] if self.stored else 1)
         self.models = models
         self.upto = upto
@@ -412,7 +413,8 @@ class PartRows(RoomRows):
         """None when the part's rows could not be made as a rebuild would make them;
         else how many entries it made, the seq of the first, and whether they equal
         the stored ones; for the last part (`upto` None), also the stored views against
-        views rendered from its last state, and the version the read models reached."""
+        views rendered from its last state, and the versions the views and the log
+        reached."""
         if not self.clean or self.error is not None or not self.covers(records):
             return None
         assert self.state is not None
@@ -425,6 +427,7 @@ class PartRows(RoomRows):
             room = str(self.room_id)
             version, views = self.models.store.room_views(room)
             verdict["version"] = version
+            verdict["log_version"] = self.log_version
             verdict["views_equal"] = not differing_views(views, render(self.state))
         return verdict
 

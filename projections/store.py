@@ -120,14 +120,12 @@ class Store(ABC):
     def log(self, room: str) -> list[str]: ...
 
     @abstractmethod
-    def log_at(self, room: str) -> tuple[int, list[str]]:
-        """The version the room's log has reached (0: none) and its entries, in seq order,
-        read at once: the entries of a batch are stored with that version."""
-
-    @abstractmethod
-    def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
-        """(seq, entry) of the entries of events after version `gt`, up to `lte`
-        (None: to the last), in seq order."""
+    def log_at(self, room: str, gt: int = 0, lte: int | None = None
+               ) -> tuple[int, list[tuple[int, str]]]:
+        """The version the room's log has reached (0: none, or no entry read) and
+        (seq, entry) of the entries of events after version `gt`, up to `lte` (None: to
+        the last), in seq order, read at once: a batch's entries are stored with that
+        version."""
 
     @abstractmethod
     def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
@@ -243,17 +241,14 @@ class MemoryStore(Store):
         with self.lock:
             return [entry for _, entry in self.entries.get(room, [])]
 
-    def log_at(self, room: str) -> tuple[int, list[str]]:
+    def log_at(self, room: str, gt: int = 0, lte: int | None = None
+               ) -> tuple[int, list[tuple[int, str]]]:
         with self.lock:
             reached = self.rooms.get(("public_log", room))
-            return (0 if reached is None else reached[0],
-                    [entry for _, entry in self.entries.get(room, [])])
-
-    def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
-        with self.lock:
-            return [(seq, entry) for seq, (version, entry)
-                    in enumerate(self.entries.get(room, []), start=1)
-                    if version > gt and (lte is None or version <= lte)]
+            entries = [(seq, entry) for seq, (version, entry)
+                       in enumerate(self.entries.get(room, []), start=1)
+                       if version > gt and (lte is None or version <= lte)]
+            return (reached[0] if reached is not None and entries else 0), entries
 
     def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
         with self.lock:
@@ -379,19 +374,16 @@ class SQLStore(Store):
                           (room,), plain=True)
         return [str(entry) for entry, in rows]
 
-    def log_at(self, room: str) -> tuple[int, list[str]]:
+    def log_at(self, room: str, gt: int = 0, lte: int | None = None
+               ) -> tuple[int, list[tuple[int, str]]]:
         # One statement, one snapshot: the version is read once, beside every entry.
-        rows = self._rows("SELECT (SELECT version FROM dl_log_rooms WHERE room = ?), entry "
-                          "FROM dl_public_log WHERE room = ? ORDER BY seq", (room, room),
-                          plain=True)
-        return (int(rows[0][0] or 0) if rows else 0), [str(entry) for _, entry in rows]
-
-    def log_between(self, room: str, gt: int, lte: int | None) -> list[tuple[int, str]]:
         upto = "" if lte is None else " AND version <= ?"
-        rows = self._rows("SELECT seq, entry FROM dl_public_log "
-                          f"WHERE room = ? AND version > ?{upto} ORDER BY seq",
-                          (room, gt) if lte is None else (room, gt, lte), plain=True)
-        return [(int(seq), str(entry)) for seq, entry in rows]
+        rows = self._rows("SELECT (SELECT version FROM dl_log_rooms WHERE room = ?), seq, entry "
+                          f"FROM dl_public_log WHERE room = ? AND version > ?{upto} ORDER BY seq",
+                          (room, room, gt) if lte is None else (room, room, gt, lte),
+                          plain=True)
+        return (int(rows[0][0] or 0) if rows else 0), \
+            [(int(seq), str(entry)) for _, seq, entry in rows]
 
     def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
         rows = self._rows("SELECT seat AS s, version AS v, view AS j FROM dl_seat_views "
