@@ -300,7 +300,8 @@ class RoomsApp(Application[UUID]):
     # incrementally first so that a reader sees its own writes; a read never
     # replays a stream. `open_rooms` injects them; `view_at` alone reads the stream.
     read_models: ReadModelsPort | None = None
-    # Opens this app's storage again (with its read models), as a new process must:
+    # Opens this app's storage again (with its read models), as a new process must, for
+    # one query at a time (an audit's part: one PostgreSQL connection to start with):
     # `open_rooms` sets it; None for storage another process cannot open (memory://).
     reopen: Callable[[], RoomsApp] | None = None
 

@@ -223,6 +223,9 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
         app.read_models = open_read_models(app)
         if env.get("PERSISTENCE_MODULE") != "eventsourcing.popo":
             # The tables exist by now: a process that opens them again creates nothing.
+            # It runs one query at a time (a part of an audit): one connection to start
+            # with, not a pool's worth, since opening them delays its part.
             app.reopen = partial(open_rooms, url, randomness_factory=randomness_factory,
-                                 **{**extra_env, "CREATE_TABLE": "no"})
+                                 **{**extra_env, "CREATE_TABLE": "no",
+                                    "POSTGRES_POOL_SIZE": "1"})
         return app

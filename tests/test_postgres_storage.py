@@ -71,6 +71,26 @@ def test_a_room_lives_and_reloads_on_postgres(pg_url: str) -> None:
         again.close()
 
 
+def test_a_reopened_app_starts_with_one_connection(pg_url: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # An audit's part opens the storage again in a process of its own and runs one
+    # query at a time: it opens one connection, not the configured pool's worth.
+    monkeypatch.setenv("DUNE_LEDGER_PG_POOL_SIZE", "3")
+    app = open_rooms(pg_url)
+    try:
+        assert app.reopen is not None
+        again = app.reopen()
+        try:
+            assert app.recorder.datastore.pool.min_size == 3  # type: ignore[attr-defined]
+            assert again.recorder.datastore.pool.min_size == 1  # type: ignore[attr-defined]
+            room = app.create_room(layout())["room"]
+            assert again.records(UUID(room))[0].fact.type == "RoomCreated"
+        finally:
+            again.close()
+    finally:
+        app.close()
+
+
 def test_long_room_snapshots_load_the_same_state(pg_url: str) -> None:
     app = open_rooms(pg_url, DUNE_LEDGER_SNAPSHOT_INTERVAL="3")
     try:
