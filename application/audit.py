@@ -93,12 +93,9 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
     offset = 0  # events before `records`
     if start is not None:
         state, offset, prev_hash = start.state, start.version, start.head
-        cards = Counter(c.id for c in room_cards(tuple(state.expansions)))
-        catalog_ids = frozenset(cards)
-        catalog_size = len(catalog_ids)
+        cards, hands, limits = _baseline(state)
+        catalog_ids, catalog_size = frozenset(cards), len(cards)
         spice = initial_state(start.created).total_spice()
-        hands = [len(seat.hand) for seat in state.seats]
-        limits = [seat.limit for seat in state.seats]
 
     for i, rec in enumerate(records, start=offset):
         v = rec.originator_version
@@ -117,12 +114,9 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
                     chain.fail("the stream does not start with RoomCreated")
                     break
                 state = initial_state(fact)
-                cards = Counter(c.id for c in room_cards(tuple(state.expansions)))
-                catalog_ids = frozenset(cards)
-                catalog_size = len(catalog_ids)
+                cards, hands, limits = _baseline(state)
+                catalog_ids, catalog_size = frozenset(cards), len(cards)
                 spice = state.total_spice()
-                hands = [len(seat.hand) for seat in state.seats]
-                limits = [seat.limit for seat in state.seats]
             else:
                 if rec.append == v:
                     hands_before = hands
@@ -177,6 +171,13 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
         "checks": {name: check.report() for name, check in checks.items()},
     }
     return report, state
+
+
+def _baseline(state: RoomState) -> tuple[Counter[str], list[int], list[int]]:
+    """What the replay checks against, from the state it starts at: the room's catalog
+    (each card once), and seat by seat the hand sizes and limits."""
+    cards = Counter(c.id for c in room_cards(tuple(state.expansions)))
+    return cards, [len(seat.hand) for seat in state.seats], [seat.limit for seat in state.seats]
 
 
 def audit_room(app: RoomsApp, room_id: str, processes: int = 1,
