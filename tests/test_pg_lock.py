@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 from psycopg.sql import SQL, Identifier
 
 from infrastructure.postgres import RoomsRecorder
@@ -88,11 +89,15 @@ def in_flight_probe(app: Any, url: str) -> Any:
     of one row, in a transaction left open."""
     import psycopg
 
-    recorder = app.recorder
     conn = psycopg.connect(url)
-    conn.execute(recorder.append_statement(conn, 1),
-                 [uuid.uuid4(), 1, "Probe", b"", recorder.append_lock_timeout])
+    conn.execute("SELECT 1")  # psycopg opens the transaction the append then runs in
+    app.recorder.append(conn, [probe_event()])
     return conn
+
+
+def probe_event() -> StoredEvent:
+    return StoredEvent(originator_id=uuid.uuid4(), originator_version=1, topic="Probe",
+                       state=b"")
 
 
 @pytest.mark.parametrize("recorder", ["product", "without the lock"])
@@ -170,8 +175,7 @@ def test_an_append_waits_for_the_lock_no_longer_than_the_lock_timeout(pg):
             # Without the timeout the append would wait as long as the holder.
             with psycopg.connect(pg, autocommit=True) as conn, \
                     pytest.raises(psycopg.errors.LockNotAvailable):
-                conn.execute(recorder.append_statement(conn, 1),
-                             [uuid.uuid4(), 1, "Probe", b"", recorder.append_lock_timeout])
+                recorder.append(conn, [probe_event()])
         finally:
             holder.rollback()
             holder.close()
