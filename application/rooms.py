@@ -162,7 +162,8 @@ class RoomsApp(Application[UUID]):
                 if room.version != kept_at:
                     outcome = self._decide(room, seat, command)
             if not isinstance(outcome, Tx):
-                self.kept.keep(room)  # decide copies the state before its first change
+                if not spoiled(room):
+                    self.kept.keep(room)
                 return outcome
             decided_on = room.version
             room.record(outcome.events, outcome.state, seat=seat,
@@ -180,7 +181,11 @@ class RoomsApp(Application[UUID]):
                 "error": {"code": "busy", "message": "the room kept changing; try again"}}
 
     def _decide(self, room: Room, seat: str, command: Command) -> Tx | Result:
-        """The events `command` appends to `room` (a Tx), or the answer that appends nothing."""
+        """The events `command` appends to `room` (a Tx), or the answer that appends nothing.
+
+        Decided in place: the command holds the room alone (`KeptRooms.take`) and
+        replaces its state by the Tx's. A refusal that came after some events were
+        applied leaves the room `spoiled`: it is not kept."""
         if command.command_id is not None:
             done = room.commands.get(f"{seat}:{command.command_id}")
             if done is not None:
@@ -197,7 +202,7 @@ class RoomsApp(Application[UUID]):
             }
         try:
             randomness = self.randomness(room.state.seed, room.version)
-            return decide(room.state, seat, command, randomness)
+            return decide(room.state, seat, command, randomness, in_place=True)
         except Rejection as r:
             return {"ok": False, "version": room.version, "error": r.as_error()}
 
@@ -240,7 +245,12 @@ class RoomsApp(Application[UUID]):
         return self._up_to_date(room)
 
     def _up_to_date(self, room: Room) -> Room:
-        """`room` with the events written since this process last saw it (one query)."""
+        """`room` with the events written since this process last saw it (one query);
+        read afresh if its state is spoiled."""
+        if spoiled(room):
+            stored = self.load(room.id)
+            stored.written_elsewhere = room.written_elsewhere or stored.version != room.version
+            return stored
         newer = self.records(room.id, gt=room.version)
         if newer:
             project_room(room, newer)
@@ -387,6 +397,12 @@ class KeptRooms:
             self.rooms[room.id] = room
             while len(self.rooms) > self.size:
                 self.rooms.popitem(last=False)
+
+
+def spoiled(room: Room) -> bool:
+    """A command refused after events were applied to the room's state in place
+    (`decide(in_place=True)`): the state no longer is the room's at its version."""
+    return room.state.version != room.version
 
 
 def room_cache_size(raw: str | None) -> int:

@@ -48,14 +48,16 @@ class Tx:
     """One command's work: emitted events applied to a private copy of the state.
 
     Handlers validate first and emit after; the copy is made on the first
-    emit, so a handler that rejects never touched anything.
+    emit, so a handler that rejects never touched anything. `in_place`: no copy,
+    the events change the caller's own state (see `decide`).
     """
 
-    def __init__(self, state: RoomState, randomness: Randomness) -> None:
+    def __init__(self, state: RoomState, randomness: Randomness, *,
+                 in_place: bool = False) -> None:
         self.state = state
         self.events: list[Event] = []
         self._randomness = randomness
-        self._copied = False
+        self._copied = in_place
 
     def emit(self, event: Event) -> None:
         if not self._copied:
@@ -75,7 +77,15 @@ class Tx:
         return self._randomness.sample(ids, k)
 
 
-def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomness) -> Tx:
+def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomness,
+           *, in_place: bool = False) -> Tx:
+    """The events `command` appends, applied to a copy of `state` (`Tx.state`); or a
+    Rejection, `state` untouched.
+
+    `in_place`: for a caller that owns `state` and would replace it by `Tx.state`
+    anyway (copying it was a tenth of a command). A Rejection may then come after
+    some events changed it: `state.version` moved, and the state must be thrown away.
+    """
     if not state.has_seat(actor):
         raise Rejection("unknown_seat", f"{actor} has no seat in this room")
     if state.search is not None and not isinstance(command, ALLOWED_DURING_SEARCH):
@@ -89,7 +99,7 @@ def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomn
     if handler is None:
         kind = getattr(command, "type", type(command).__name__)
         raise Rejection("not_implemented", f"'{kind}' is not implemented yet")
-    tx = Tx(state, randomness)
+    tx = Tx(state, randomness, in_place=in_place)
     handler(tx, actor, command)
     settle(tx)
     return tx

@@ -11,7 +11,9 @@ import pytest
 import application.rooms as rooms_module
 from application.audit import audit_room, state_hash
 from application.stream import Recorded
-from domain.rules import replay
+from domain import commands as c
+from domain.errors import Rejection
+from domain.rules import HANDLERS, replay
 from infrastructure.storage import RoomMapper, open_rooms
 from tests.support import Factory, layout
 
@@ -344,6 +346,57 @@ def test_a_refused_command_keeps_the_room_as_stored(tmp_path, command):
         assert state_hash(kept.state) == state_hash(rooms.load(room).state)
         assert kept.version == 1 and not kept.pending
         assert rooms.execute(room, "emperor", {"type": "draw"})["version"] == 2
+
+
+def refuse_after_drawing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make `draw` refuse after its card was drawn: a handler that emits, then refuses
+    (in the rules, only a Respond on a damaged window does so)."""
+    draw = HANDLERS[c.Draw]
+
+    def refused(tx, actor, command):
+        draw(tx, actor, command)
+        raise Rejection("not_allowed", "refused after drawing")
+
+    monkeypatch.setitem(HANDLERS, c.Draw, refused)
+
+
+def test_a_command_refused_after_its_events_were_applied_changes_nothing(tmp_path,
+                                                                           monkeypatch):
+    # Commands are decided in place on the room the process holds (no copy of the
+    # state); a refusal that comes after some events were applied must not leave that
+    # state behind for the next command.
+    with open_rooms(f"sqlite:///{tmp_path}/rooms.db") as rooms:
+        room = rooms.create_room(layout())["room"]
+        assert rooms.execute(room, "emperor", {"type": "draw"})["version"] == 2
+        stored = state_hash(rooms.load(room).state)
+        with monkeypatch.context() as patched:
+            refuse_after_drawing(patched)
+            refused = rooms.execute(room, "emperor", {"type": "draw"})
+        assert refused == {"ok": False, "version": 2, "error": {
+            "code": "not_allowed", "message": "refused after drawing"}}
+        # The room kept is the room as stored, read again: not the spoiled one.
+        kept = rooms.kept.rooms[rooms.load(room).id]
+        assert kept.version == 2 and state_hash(kept.state) == stored
+        assert state_hash(rooms.load(room).state) == stored
+        assert rooms.execute(room, "emperor", {"type": "draw"})["version"] == 3
+        assert state_hash(rooms.current(room).state) == state_hash(rooms.load(room).state)
+        assert audit_room(rooms, room)["ok"]
+
+
+def test_a_stale_kept_room_refused_after_its_events_were_applied_is_read_again(
+        two_processes, monkeypatch):
+    a, b = two_processes
+    room = a.create_room(layout())["room"]  # a keeps it at version 1
+    assert b.execute(room, "emperor", {"type": "draw"})["version"] == 2
+    with monkeypatch.context() as patched:
+        refuse_after_drawing(patched)
+        refused = a.execute(room, "emperor", {"type": "draw"})
+    # Refused on the kept room, then read as stored and decided again: refused again.
+    assert refused["error"]["code"] == "not_allowed" and refused["version"] == 2
+    assert not a.kept.rooms
+    assert a.execute(room, "emperor", {"type": "draw"})["version"] == 3
+    assert state_hash(a.current(room).state) == state_hash(b.load(room).state)
+    assert audit_room(a, room)["ok"]
 
 
 @pytest.mark.parametrize("storage", ["sqlite", "postgresql"])
