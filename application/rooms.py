@@ -162,8 +162,7 @@ class RoomsApp(Application[UUID]):
                 if room.version != kept_at:
                     outcome = self._decide(room, seat, command)
             if not isinstance(outcome, Tx):
-                if not spoiled(room):
-                    self.kept.keep(room)
+                self.kept.keep(room)
                 return outcome
             decided_on = room.version
             room.record(outcome.events, outcome.state, seat=seat,
@@ -185,7 +184,7 @@ class RoomsApp(Application[UUID]):
 
         Decided in place: the command holds the room alone (`KeptRooms.take`) and
         replaces its state by the Tx's. A refusal that came after some events were
-        applied leaves the room `spoiled`: it is not kept."""
+        applied leaves the room `spoiled`: `KeptRooms` does not keep it."""
         if command.command_id is not None:
             done = room.commands.get(f"{seat}:{command.command_id}")
             if done is not None:
@@ -391,7 +390,7 @@ class KeptRooms:
             return self.rooms.pop(uid, None)
 
     def keep(self, room: Room) -> None:
-        if self.size == 0:
+        if self.size == 0 or spoiled(room):  # its state is not the room's: never kept
             return
         with self.lock:
             self.rooms[room.id] = room

@@ -179,17 +179,17 @@ class ReadModels:
         as a reader sees them.
         """
         room = str(room_id)
-        audited = records[-1].originator_version if records else 0
+        audited = reached = records[-1].originator_version if records else 0
         try:
             (log_at, stored_log), (views_at, stored_views), stuck = self._stored(room)
             fresh: dict[int, tuple[list[str], dict[str, str]]] = {}
             for version in sorted({log_at, views_at}):
-                last = records[-1].originator_version if records else 0
-                if version > last and later is not None:
-                    newer = later(last, version)
+                if version > reached and later is not None:
+                    newer = later(reached, version)
                     if isinstance(fold, RoomRows):
                         fold.extend(newer)
                     records = [*records, *newer]
+                    reached = records[-1].originator_version if records else 0
                 rebuilt = [r for r in records if r.originator_version <= version]
                 rows = (fold.rows(records) if isinstance(fold, RoomRows)
                         and len(rebuilt) == len(records) else None)
@@ -199,7 +199,6 @@ class ReadModels:
         except Exception as e:  # a stream the projectors cannot fold is a failed check
             return {"ok": False, "details": [f"the read models cannot be rebuilt: {e}"]}
         details: list[str] = []
-        reached = records[-1].originator_version if records else 0
         if max(log_at, views_at) > reached:
             details.append(f"the read models are at version {max(log_at, views_at)}, "
                            f"the stream at {reached}")
