@@ -8,6 +8,7 @@ null (not checked) with details; a room passes when none is false.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import multiprocessing
 import time
@@ -246,12 +247,10 @@ class Part:
 def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PART_MIN
                    ) -> dict[str, Any] | None:
     """The audit of a clean room made in up to `processes` parts, one process each (the
-    first in this one); None when the room is short, has no snapshots to start parts
-    from, cannot be opened by another process, or when the parts report or leave open
-    anything at all: `audit_room` then audits it in one process.
-
-    New processes are forked, so they share this one's code and catalog; each opens
-    the storage afresh and touches none of this process's connections.
+    first in this one, the others in the app's `PartProcesses`); None when the room is
+    short, has no snapshots to start parts from, cannot be opened by another process,
+    or when the parts report or leave open anything at all: `audit_room` then audits
+    it in one process.
     """
     models = app.read_models
     if models is None or app.reopen is None or app.snapshots is None or \
@@ -262,45 +261,95 @@ def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PAR
         return None
     models.catch_up()  # the parts compare the stored read models as they stand now
     bounds = [s.originator_version for s in starts]
-    context = multiprocessing.get_context("fork")
-    children = []
-    answered: set[BaseProcess] = set()  # the children whose part came back
+    helpers = app.part_processes
+    if not isinstance(helpers, PartProcesses):
+        helpers = app.part_processes = PartProcesses()
+    workers = helpers.ready(len(starts), app.reopen)
+    answered: set[PartProcess] = set()  # the processes whose part came back
+    parts: list[Part | None] = []
     try:
-        for i, snapshot in enumerate(starts):
-            upto = bounds[i + 1] if i + 1 < len(bounds) else None
-            receive, send = context.Pipe(duplex=False)
-            child = context.Process(target=_part_in_child, daemon=True,
-                                    args=(send, app.reopen, uid, snapshot, upto))
-            child.start()
-            send.close()
-            children.append((child, receive))
+        for worker, snapshot, upto in zip(workers, starts, [*bounds[1:], None], strict=True):
+            worker.conn.send((uid, snapshot, upto))
         began = time.monotonic()
-        parts: list[Part | None] = [_audit_part(app, uid, None, bounds[0])]
-        # The parts are about as long as this one: a child far slower than it is stuck.
+        parts.append(_audit_part(app, uid, None, bounds[0]))
+        # The parts are about as long as this one: a process far slower than it is stuck.
         deadline = time.monotonic() + 3 * (time.monotonic() - began) + PART_SLACK
-        for child, receive in children:
+        for worker in workers:
             if parts[-1] is None:  # one part is open: the audit in one process answers
                 break
-            try:
-                if not receive.poll(max(0.0, deadline - time.monotonic())):
-                    break  # stuck
-                parts.append(receive.recv())
-                answered.add(child)
-            except EOFError:  # the child died before answering
-                break
+            if not worker.conn.poll(max(0.0, deadline - time.monotonic())):
+                break  # stuck
+            parts.append(worker.conn.recv())
+            answered.add(worker)
+    except (EOFError, OSError):  # a process that ended (it could not open the storage)
+        pass
     finally:
-        for child, receive in children:
-            receive.close()
-            if child not in answered:  # still at work, or stuck: not needed any more
-                child.kill()
-                child.join(timeout=5)
-            # A child that answered is closing its storage: multiprocessing reaps it
-            # later (at the next start of a process, or at exit) instead of making the
-            # audit wait for it.
+        # A process still at work on its part, stuck, or gone, is stopped: the next
+        # audit forks another. The others wait for the next part.
+        for worker in workers:
+            if worker not in answered:
+                helpers.discard(worker)
     done = [part for part in parts if part is not None]
     if len(done) != len(starts) + 1:
         return None
     return _joined(uid, done, starts, _live_state_hash(app, uid, done[-1].last))
+
+
+class PartProcess:
+    """A process that audits parts of long rooms for an app: forked from the app's
+    process (its code and catalog), it opens the storage once, touching none of the
+    app's connections, then replays and checks each part it is sent (`_audit_part`)
+    and answers with its `Part`, until the app's end of the pipe closes."""
+
+    def __init__(self, reopen: Callable[[], RoomsApp]) -> None:
+        context = multiprocessing.get_context("fork")
+        self.conn, theirs = context.Pipe()
+        self.process: BaseProcess = context.Process(target=_parts_in_child, daemon=True,
+                                                    args=(theirs, self.conn, reopen))
+        self.process.start()
+        theirs.close()
+
+    def stop(self, wait: float) -> None:
+        """Close its pipe (it closes its storage and ends); kill it after `wait` seconds."""
+        self.conn.close()
+        self.process.join(timeout=wait)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=5)
+
+
+class PartProcesses:
+    """The processes an app keeps for audits in parts (`RoomsApp.part_processes`).
+
+    Forking a process and opening the storage again took a sixth of the audit of a
+    10,000-event room in two parts on PostgreSQL: the processes are started by the
+    app's first audit in parts and serve every one after it (`dune-ledger audit --all`),
+    one part at a time each. They end when the app closes, or when the app's process
+    ends (their pipe closes); one that fails or hangs is stopped, and another is forked
+    when a part needs it. Each holds its own storage connection (one on PostgreSQL).
+    """
+
+    def __init__(self) -> None:
+        self.running: list[PartProcess] = []
+
+    def ready(self, count: int, reopen: Callable[[], RoomsApp]) -> list[PartProcess]:
+        """`count` running processes, forking those missing."""
+        for worker in [w for w in self.running if not w.process.is_alive()]:
+            self.discard(worker)
+        while len(self.running) < count:
+            self.running.append(PartProcess(reopen))
+        return self.running[:count]
+
+    def discard(self, worker: PartProcess) -> None:
+        self.running.remove(worker)
+        worker.stop(wait=0)
+
+    def close(self) -> None:
+        for worker in self.running:
+            worker.conn.close()  # each closes its storage and ends
+        for worker in self.running:
+            worker.stop(wait=5)
+        self.running = []
 
 
 def _part_starts(app: RoomsApp, uid: UUID, processes: int, part_min: int) -> list[RoomSnapshot]:
@@ -330,23 +379,36 @@ def _part_starts(app: RoomsApp, uid: UUID, processes: int, part_min: int) -> lis
     return starts
 
 
-def _part_in_child(send: Connection, reopen: Callable[[], RoomsApp], uid: UUID,
-                   snapshot: RoomSnapshot, upto: int | None) -> None:
-    app: RoomsApp | None = None
-    part: Part | None = None
+def _parts_in_child(conn: Connection, apps_end: Connection,
+                    reopen: Callable[[], RoomsApp]) -> None:
+    """A `PartProcess`: answer each part sent on `conn` until the app's end closes. A
+    part that fails is answered None; storage that cannot be opened ends the process.
+
+    A process forked later holds copies of the app's ends of the earlier ones' pipes:
+    it ends first (its own pipe closes with the others), and so lets them end.
+    """
+    apps_end.close()  # this process's copy: else the pipe never closes for it
+    gc.enable()  # forked while the audit paused the collector: paused per part below
     try:
         app = reopen()
-        part = _audit_part(app, uid, snapshot, upto)
-    except Exception:  # the part is left open: the parent audits in one process
-        part = None
+    except Exception:  # the parent sees the pipe close and audits in one process
+        return
     try:
-        send.send(part)  # before closing the storage: the parent waits for nothing else
-    except OSError:  # the parent stopped waiting
-        pass
+        while True:
+            try:
+                uid, snapshot, upto = conn.recv()
+            except EOFError:  # the app closed, or its process ended
+                return
+            with gc_paused():
+                try:
+                    part = _audit_part(app, uid, snapshot, upto)
+                except Exception:  # the part is left open: the parent audits in one process
+                    part = None
+            conn.send(part)
+    except OSError:  # the parent stopped listening
+        return
     finally:
-        send.close()
-        if app is not None:
-            app.close()
+        app.close()
 
 
 def _audit_part(app: RoomsApp, uid: UUID, snapshot: RoomSnapshot | None,

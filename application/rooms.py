@@ -313,6 +313,15 @@ class RoomsApp(Application[UUID]):
     # one query at a time (an audit's part: one PostgreSQL connection to start with):
     # `open_rooms` sets it; None for storage another process cannot open (memory://).
     reopen: Callable[[], RoomsApp] | None = None
+    # The processes that audit parts of long rooms for this app (application/audit.py
+    # `PartProcesses`), started by its first audit in parts: they end with the app.
+    part_processes: Closing | None = None
+
+    def close(self) -> None:
+        if self.part_processes is not None:
+            self.part_processes.close()
+            self.part_processes = None
+        super().close()
 
     def _caught_up(self, room_id: str) -> tuple[ReadModelsPort, str]:
         if self.read_models is None:
@@ -431,6 +440,10 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+class Closing(Protocol):
+    def close(self) -> None: ...
 
 
 class ReadModelsPort(Protocol):

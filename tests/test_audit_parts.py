@@ -289,3 +289,110 @@ def test_storage_no_other_process_can_open_is_audited_in_one_process() -> None:
         assert app.reopen is None
         assert audit_in_parts(app, UUID(room), 2, PART_MIN) is None
         assert audit_room(app, room, 2, PART_MIN)["ok"]
+
+
+def play(app: RoomsApp, room: str, draws: int) -> None:
+    """More of `long_room`'s draws and discards, on a room it made."""
+    for i in range(draws):
+        seat = ("emperor", "harkonnen")[i % 2]
+        assert app.execute(room, seat, {"type": "draw"})["ok"]
+        card = app.load(room).state.seat(seat).hand[-1]
+        assert app.execute(room, seat, {"type": "discard", "card": card})["ok"]
+
+
+def part_processes(app: RoomsApp) -> list[Any]:
+    from application.audit import PartProcesses
+
+    assert isinstance(app.part_processes, PartProcesses)
+    return list(app.part_processes.running)
+
+
+def part_pids(app: RoomsApp) -> list[int]:
+    return [worker.process.pid for worker in part_processes(app)]
+
+
+def test_the_part_processes_serve_every_later_audit_and_read_what_was_written_since(
+        url: str) -> None:
+    with opened(url) as app:
+        room = long_room(app)
+        assert app.part_processes is None  # started by the first audit in parts
+        first = audit_in_parts(app, UUID(room), 2, PART_MIN)
+        assert first == audit_room(app, room)
+        pids = part_pids(app)
+        assert len(pids) == 1
+        play(app, room, 40)  # the last part now ends further on
+        app.read_models.catch_up()
+        later = audit_in_parts(app, UUID(room), 2, PART_MIN)
+        assert later == audit_room(app, room)
+        assert later["version"] == app.load(room).version >= first["version"] + 80
+        assert part_pids(app) == pids  # the same process, not a new one
+        # Another room, the same processes.
+        other = long_room(app)
+        assert audit_in_parts(app, UUID(other), 2, PART_MIN) == audit_room(app, other)
+        assert part_pids(app) == pids
+
+
+def test_closing_the_app_ends_its_part_processes(tmp_path: Any) -> None:
+    import multiprocessing
+
+    with opened(f"sqlite:///{tmp_path / 'parts.db'}") as app:
+        room = long_room(app)
+        assert audit_in_parts(app, UUID(room), 3, PART_MIN) is not None
+        workers = part_processes(app)
+        assert len(workers) == 2
+    assert app.part_processes is None
+    # Each ended by itself (it saw its pipe close, closed its storage), none was killed:
+    # a process forked later closes its own copies of the others' pipes.
+    assert [worker.process.exitcode for worker in workers] == [0, 0]
+    assert multiprocessing.active_children() == []
+
+
+CHILD = """
+import sys, time
+from uuid import UUID
+from application.audit import audit_in_parts
+from infrastructure.storage import open_rooms
+from tests.support import long_room
+
+app = open_rooms(sys.argv[1], DUNE_LEDGER_SNAPSHOT_INTERVAL="20")
+room = long_room(app)
+assert audit_in_parts(app, UUID(room), 2, 40) is not None
+print(*[w.process.pid for w in app.part_processes.running], flush=True)
+time.sleep(600)
+"""
+
+
+def test_part_processes_end_when_their_apps_process_is_killed(tmp_path: Any) -> None:
+    """No orphan keeps a storage connection: a part process ends when its pipe to the
+    app closes, as it does when the app's process is killed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    parent = subprocess.Popen([sys.executable, "-c", CHILD, f"sqlite:///{tmp_path / 'p.db'}"],
+                              cwd=root, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert parent.stdout is not None
+        (pid,) = map(int, parent.stdout.readline().split())
+        assert running(pid)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(pid)
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an ended process whose parent has not reaped it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -34,7 +34,7 @@ def test_smoke_run_reports_every_figure() -> None:
         replays = [r for r in figures["replay"] if r["storage"] == storage]
         assert len(replays) == 2
         assert all(r["audit_ok"] and r["events"] >= r["size"] for r in replays)
-        assert all(r["parts_report_same"] for r in replays)
+        assert all(r["parts_report_same"] and r["parts_first_s"] > 0 for r in replays)
 
         loads = [r for r in figures["load"] if r["storage"] == storage]
         assert len(loads) == 2
@@ -50,6 +50,8 @@ def test_smoke_run_reports_every_figure() -> None:
     assert memory["worker_rc"] == 0
     assert memory["worker_peak_rss_mib"] > 0 and memory["bare_rss_mib"] > 0
     assert "| figure | storage |" in done.stderr
+    if figures["replay"][0]["processes"] > 1:  # the audit in parts, first with its start
+        assert "processes, starting them |" in done.stderr
 
 
 def test_contention_bench_runs_both_ways() -> None:
