@@ -281,7 +281,7 @@ def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PAR
                 break  # stuck
             parts.append(worker.conn.recv())
             answered.add(worker)
-    except (EOFError, OSError):  # a process that ended (it could not open the storage)
+    except (EOFError, ConnectionError):  # a process that ended (no storage, say)
         pass
     finally:
         # A process still at work on its part, stuck, or gone, is stopped: the next
@@ -321,8 +321,8 @@ class PartProcess:
 class PartProcesses:
     """The processes an app keeps for audits in parts (`RoomsApp.part_processes`).
 
-    Forking a process and opening the storage again took a sixth of the audit of a
-    10,000-event room in two parts on PostgreSQL: the processes are started by the
+    Forking a process and opening the storage again cost more than a sixth of the
+    audit of a 10,000-event room in two parts on PostgreSQL: they are started by the
     app's first audit in parts and serve every one after it (`dune-ledger audit --all`),
     one part at a time each. They end when the app closes, or when the app's process
     ends (their pipe closes); one that fails or hangs is stopped, and another is forked
