@@ -5,11 +5,13 @@ from __future__ import annotations
 from uuid import UUID, uuid4
 
 import pytest
+from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from application.audit import audit_room, state_hash
 from application.stream import project_room
 from domain.errors import Rejection
 from infrastructure.storage import UsageError, environment, open_rooms
+from tests.conftest import database
 from tests.support import layout
 
 
@@ -133,33 +135,34 @@ def test_connections_dropped_by_the_server_are_replaced(pg_url: str, pg_admin_ur
         app.close()
 
 
-def test_statements_run_through_libpq_behave_as_through_a_cursor(pg_url: str) -> None:
+def test_statements_run_through_libpq_behave_as_through_a_cursor() -> None:
     # The append and the room's load go to libpq directly (infrastructure/postgres.py):
     # a batch too long to prepare, a refused duplicate, and a session that lost its
     # prepared statements must all behave as the library's cursor path does.
-    from eventsourcing.persistence import IntegrityError, StoredEvent
+    # A database of its own: the probe events are no room, and read models catching
+    # up on the session's shared database would fail to decode them.
+    with database("dl_libpq") as url:
+        app = open_rooms(url)
+        try:
+            recorder = app.recorder
+            room = uuid4()
+            batch = [StoredEvent(originator_id=room, originator_version=v, topic=f"T{v}",
+                                 state=bytes([v]) * v) for v in range(1, 41)]  # unprepared: > 16
+            ids = recorder.insert_events(batch)
+            assert ids is not None and list(ids) == list(range(ids[0], ids[0] + 40))
+            assert recorder.select_room(room) == batch
+            with pytest.raises(IntegrityError):
+                recorder.insert_events([batch[-1]])
+            assert recorder.select_room(room) == batch
 
-    app = open_rooms(pg_url)
-    try:
-        recorder = app.recorder
-        room = uuid4()
-        batch = [StoredEvent(originator_id=room, originator_version=v, topic=f"T{v}",
-                             state=bytes([v]) * v) for v in range(1, 41)]  # unprepared: > 16
-        ids = recorder.insert_events(batch)
-        assert ids is not None and list(ids) == list(range(ids[0], ids[0] + 40))
-        assert recorder.select_room(room) == batch
-        with pytest.raises(IntegrityError):
-            recorder.insert_events([batch[-1]])
-        assert recorder.select_room(room) == batch
-
-        played = app.create_room(layout())["room"]
-        pool = recorder.datastore.pool  # type: ignore[attr-defined]
-        held = [pool.getconn() for _ in range(pool.min_size)]
-        for conn in held:
-            conn.execute("DEALLOCATE ALL")
-            pool.putconn(conn)
-        app.kept.rooms.clear()  # the command loads the room: both statements run
-        assert app.execute(played, "emperor", {"type": "draw"})["ok"]
-        assert app.load(played).version == 2
-    finally:
-        app.close()
+            played = app.create_room(layout())["room"]
+            pool = recorder.datastore.pool  # type: ignore[attr-defined]
+            held = [pool.getconn() for _ in range(pool.min_size)]
+            for conn in held:
+                conn.execute("DEALLOCATE ALL")
+                pool.putconn(conn)
+            app.kept.rooms.clear()  # the command loads the room: both statements run
+            assert app.execute(played, "emperor", {"type": "draw"})["ok"]
+            assert app.load(played).version == 2
+        finally:
+            app.close()
