@@ -29,6 +29,7 @@ that stopped anywhere resumes without reading the stream again.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import zlib
@@ -356,8 +357,12 @@ class SQLStore(Store):
         with self._read() as c:
             if plain:
                 c.row_factory = self.plain_rows
-            c.execute(sql.replace("?", self.mark), params)
+            c.execute(self._statement(sql), params)
             return list(c.fetchall())
+
+    def _statement(self, sql: str) -> str:
+        """A read's SQL as this database takes it."""
+        return sql.replace("?", self.mark)
 
     def position(self, projection: str) -> int:
         rows = self._rows("SELECT position AS p FROM dl_projection_tracking WHERE projection = ?",
@@ -471,6 +476,8 @@ class PostgresStore(SQLStore):
         self.plain_rows = tuple_row
         schema = getattr(datastore, "schema", "public")
         self.search_path = f'SET LOCAL search_path TO "{schema}"'
+        self.schema_prefix = f'"{schema}".'
+        self.statements: dict[str, str] = {}  # a read's SQL -> as sent (a fixed few)
         if not create:  # the tables are there (a process opened the database before)
             return
         with datastore.transaction(commit=True) as c:
@@ -490,9 +497,21 @@ class PostgresStore(SQLStore):
 
     @contextmanager
     def _read(self) -> Iterator[Any]:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(self.search_path)
-            yield c
+        # A read is one statement, autocommitted: a snapshot of its own. Its tables are
+        # named with their schema (`_statement`): a SET LOCAL search_path needs a
+        # transaction, and BEGIN, SET and ROLLBACK were three round trips of four.
+        with self.datastore.get_connection() as conn:
+            yield conn.cursor()
+
+    def _statement(self, sql: str) -> str:
+        found = self.statements.get(sql)
+        if found is None:
+            found = TABLE_NAME.sub(lambda m: self.schema_prefix + m.group(), sql)
+            found = self.statements[sql] = found.replace("?", self.mark)
+        return found
+
+
+TABLE_NAME = re.compile(r"\bdl_\w+")  # every read-model table, and nothing else, is dl_*
 
 
 def lock_key(name: str) -> int:
