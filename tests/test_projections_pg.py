@@ -104,3 +104,24 @@ def test_the_worker_follows_by_listen_notify_and_resumes_after_a_stop(pg):
         finally:
             runner.__exit__(None, None, None)
         assert everything(models, [room]) == fresh(writer, [room])
+
+
+def test_an_app_in_a_schema_of_its_own_reads_and_writes_only_there() -> None:
+    """Reads name their tables with the datastore's schema (PostgresStore._statement):
+    a schema other than public must be where every read looks."""
+    import psycopg
+
+    with database("dl_schema") as url:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("CREATE SCHEMA rooms_elsewhere")
+        with open_rooms(url, POSTGRES_SCHEMA="rooms_elsewhere") as app:
+            (room,) = play(app, rooms=1)
+            view = app.seat_view(room, "emperor")
+            assert view["version"] == app.load(room).version
+            assert app.public_log(room)
+            assert audit_room(app, room)["ok"]
+        with psycopg.connect(url) as admin:
+            where = {schema for schema, in admin.execute(
+                "SELECT DISTINCT table_schema FROM information_schema.tables "
+                "WHERE table_name LIKE 'dl\\_%'")}
+        assert where == {"rooms_elsewhere"}
