@@ -63,7 +63,7 @@ class ReadModels:
 
     def position(self) -> int:
         """The notification id every projector has applied."""
-        return min(self.store.position(p.name) for p in self.projectors)
+        return self.store.least_position([p.name for p in self.projectors])
 
     def head(self) -> int:
         return int(self.recorder.max_notification_id() or 0)

@@ -114,6 +114,10 @@ class Store(ABC):
     @abstractmethod
     def position(self, projection: str) -> int: ...
 
+    def least_position(self, projections: list[str]) -> int:
+        """The notification id every one of `projections` has applied."""
+        return min(self.position(projection) for projection in projections)
+
     @abstractmethod
     def view(self, room: str, seat: str) -> tuple[int, str] | None: ...
 
@@ -368,6 +372,14 @@ class SQLStore(Store):
         rows = self._rows("SELECT position AS p FROM dl_projection_tracking WHERE projection = ?",
                           (projection,))
         return int(rows[0]["p"]) if rows else 0
+
+    def least_position(self, projections: list[str]) -> int:
+        # In one query: every read of a view or the log catches up, and asks this first.
+        marks = ", ".join("?" * len(projections))
+        (row,) = self._rows("SELECT COUNT(*) AS n, MIN(position) AS p FROM "
+                            f"dl_projection_tracking WHERE projection IN ({marks})",
+                            tuple(projections))
+        return int(row["p"]) if row["n"] == len(set(projections)) else 0
 
     def view(self, room: str, seat: str) -> tuple[int, str] | None:
         rows = self._rows("SELECT version AS v, view AS j FROM dl_seat_views "

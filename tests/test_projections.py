@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import orjson
 import pytest
@@ -438,3 +438,27 @@ def test_the_read_model_check_reuses_the_audits_fold(monkeypatch):
             f"the public log differs ({len(entries)} entries stored, "
             f"{len(entries)} rebuilt)",
             "emperor's view differs from a fresh rebuild"]}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+def test_the_least_position_is_zero_until_every_projection_has_one(
+        kind: str, tmp_path: Any, request: pytest.FixtureRequest) -> None:
+    from projections.store import MemoryStore, Store
+
+    if kind == "postgresql":
+        app = open_rooms(request.getfixturevalue("pg_url"))
+        request.addfinalizer(app.close)
+        assert app.read_models is not None
+        store: Store = app.read_models.store  # type: ignore[attr-defined]
+        names = [f"probe_{uuid4().hex}", f"probe_{uuid4().hex}"]  # the database is shared
+    else:
+        store = MemoryStore() if kind == "memory" else SQLiteStore(str(tmp_path / "p.db"))
+        names = ["public_log", "seat_views"]
+    assert store.least_position(names) == 0
+    with store.transaction(names[0]) as writes:
+        writes.set_position(names[0], 7)
+    assert store.least_position(names) == 0  # the other has applied nothing yet
+    with store.transaction(names[1]) as writes:
+        writes.set_position(names[1], 5)
+    assert store.least_position(names) == 5
+    assert store.least_position(names[:1]) == 7
