@@ -12,6 +12,10 @@
 2. Lag: a `dune-ledger worker` process follows the log while this process
    writes commands at a steady rate; a monitor polls the stored positions
    and reports how long after its command returned each event was applied.
+3. Reads: the median time of a seat's view and of the public log as the
+   HTTP routes read them (`RoomsApp.seat_view`, `RoomsApp.public_log`: catch
+   up, then the stored rows), against one `SELECT 1` round trip to the same
+   database through its driver, in turn.
 
 Without --db it uses a fresh SQLite file in a temporary directory.
 """
@@ -162,6 +166,41 @@ def bench_lag(url: str, rate: float, seconds: float, interval: float) -> dict[st
         }
 
 
+def raw_round_trip(url: str) -> Any:
+    """One `SELECT 1` on the same database, through its driver: the baseline."""
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        conn: Any = sqlite3.connect(url.split("sqlite:///", 1)[1])
+    else:
+        import psycopg
+
+        from infrastructure.storage import environment
+
+        env = environment(url)
+        conn = psycopg.connect(host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
+                               user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"],
+                               dbname=env["POSTGRES_DBNAME"], autocommit=True)
+    return lambda: conn.execute("SELECT 1").fetchall()
+
+
+def bench_reads(url: str, samples: int = 500) -> list[tuple[str, float]]:
+    """Median seconds of each read, sampled in turn with the baseline."""
+    with open_rooms(url) as app:
+        room = new_room(app, 2000)
+        app.read_models.catch_up()  # type: ignore[union-attr]
+        reads = {"one SELECT 1 round trip (baseline)": raw_round_trip(url),
+                 "a seat's view (catch-up included)": lambda: app.seat_view(room, "richese"),
+                 "the public log (catch-up included)": lambda: app.public_log(room)}
+        times: dict[str, list[float]] = {name: [] for name in reads}
+        for _ in range(samples):
+            for name, read in reads.items():
+                started = time.perf_counter()
+                read()
+                times[name].append(time.perf_counter() - started)
+        return [(name, statistics.median(t)) for name, t in times.items()]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--db", help="storage URL (default: a fresh SQLite file)")
@@ -176,6 +215,7 @@ def main() -> int:
         kind = url.split(":", 1)[0]
         rows = bench_rebuild(url, args.rooms, args.commands)
         lag = bench_lag(url, args.rate, args.seconds, args.interval)
+        reads = bench_reads(url)
     raw = rows[0][2]
     print(f"\nRead models on {kind} ({int(rows[0][1])} events, median of 3 passes)\n")
     print("| pass | events/s | vs raw read |")
@@ -189,6 +229,12 @@ def main() -> int:
     print("| p50 | p95 | max |")
     print("|---:|---:|---:|")
     print(f"| {lag['p50']:.0f} ms | {lag['p95']:.0f} ms | {lag['max']:.0f} ms |")
+    base = reads[0][1]
+    print("\nReads as the HTTP routes make them (median of 500, in turn)\n")
+    print("| read | ms | vs SELECT 1 |")
+    print("|---|---:|---:|")
+    for name, seconds in reads:
+        print(f"| {name} | {seconds * 1000:.3f} | {seconds / base:.1f} |")
     return 0
 
 

@@ -64,3 +64,16 @@ def test_contention_bench_runs_both_ways() -> None:
     rows = [line for line in done.stdout.splitlines() if line.startswith("| SQLite |")]
     assert [row.split("|")[2].strip() for row in rows] == ["pause", "no pause"]
     assert all(int(row.split("|")[3].strip().replace(",", "")) > 0 for row in rows)
+
+
+def test_projections_bench_runs_its_three_parts(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_projections.py"), "--rooms", "2",
+         "--commands", "5", "--seconds", "1", "--rate", "20",
+         "--db", f"sqlite:///{tmp_path / 'p.db'}"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| rebuild both read models |" in done.stdout
+    assert "| p50 | p95 | max |" in done.stdout
+    assert "| a seat's view (catch-up included) |" in done.stdout
