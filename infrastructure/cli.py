@@ -1,16 +1,23 @@
 """The `dune-ledger` command line.
 
 Exit codes: 0 success; 1 a rejected command or an audit that found a
-problem; 2 bad usage or unreadable input. Results go to stdout as JSON; a
-one-line human message goes to stderr.
+problem; 2 bad usage, unreadable input, a bad setting or a store that cannot
+be used. Results go to stdout as JSON; a one-line human message goes to
+stderr. No input, setting or store makes it print a traceback
+(`DUNE_LEDGER_DEBUG=1` shows one for an unexpected error).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import sqlite3
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -18,7 +25,10 @@ import orjson
 
 from domain.catalog import EXPANSIONS, FACTIONS, room_cards
 from domain.errors import LayoutError, Rejection
+from infrastructure import observability, strict_json
 from infrastructure.storage import DEFAULT_URL, UsageError, open_rooms
+
+PROG = "dune-ledger"
 
 
 class Exit(Exception):
@@ -32,19 +42,150 @@ def emit(data: Any) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def read_json(source: str, what: str) -> Any:
+def read_input(source: str, what: str) -> bytes:
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text("utf-8")
+        return sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as e:
         raise Exit(2, f"cannot read {what} '{source}': {e.strerror}") from None
-    return parse_json(text, what)
 
 
-def parse_json(text: str, what: str) -> Any:
+def read_json(source: str, what: str) -> Any:
+    return parse_json(read_input(source, what), what)
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as e:
+        return strict_json.loads(text)
+    except strict_json.JSONInputError as e:
         raise Exit(2, f"{what} is not valid JSON: {e}") from None
+
+
+def version() -> str:
+    try:
+        return metadata.version("dune-ledger")
+    except metadata.PackageNotFoundError:  # run from a checkout that was not installed
+        return "unknown (not installed: pip install -e .)"
+
+
+# --- settings and the store ------------------------------------------------------
+
+
+def store_url(args: argparse.Namespace, default: str = DEFAULT_URL) -> str:
+    return args.db or os.environ.get("DUNE_LEDGER_DB") or default
+
+
+def check_settings() -> None:
+    """Every DUNE_LEDGER_* setting read later, checked now: a bad one is a usage error
+    with what to set instead, never a traceback from deep inside a command."""
+    from application.autopilot import configured_pace
+    from application.rooms import ROOM_CACHE_ENV, room_cache_size
+    from projections.read_models import configured_cache
+
+    def whole(name: str, least: int = 0) -> None:
+        raw = os.environ.get(name, "").strip()
+        if raw and (not raw.isdigit() or int(raw) < least):
+            raise UsageError(f"{name} must be a whole number, at least {least}, not '{raw}': "
+                             f"set it so, or unset it for the default")
+
+    whole("DUNE_LEDGER_SNAPSHOT_INTERVAL", 1)
+    whole("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", 0)
+    try:
+        room_cache_size(os.environ.get(ROOM_CACHE_ENV))
+        configured_cache()
+        configured_pace()
+        observability.configured_level()
+        observability.configured_format()
+    except ValueError as e:
+        raise UsageError(f"{e}: set it so, or unset it for the default") from None
+    topic = os.environ.get("APPLICATION_RECORDER_TOPIC", "").strip()
+    if topic:
+        from eventsourcing.postgres import PostgresApplicationRecorder
+        from eventsourcing.utils import resolve_topic
+
+        try:
+            found = resolve_topic(topic)
+        except Exception:  # the library raises TopicError, ImportError or AttributeError
+            found = None
+        if not (isinstance(found, type) and issubclass(found, PostgresApplicationRecorder)):
+            raise UsageError(f"APPLICATION_RECORDER_TOPIC '{topic}' names no PostgreSQL "
+                             "recorder class (module:Class); unset it for the default")
+
+
+@contextmanager
+def rooms(args: argparse.Namespace, default: str = DEFAULT_URL) -> Iterator[Any]:
+    """The rooms of the store the command names, opened for the length of the command."""
+    url = store_url(args, default)
+    if url.startswith("memory:"):
+        print("note: memory:// keeps nothing: the rooms are gone when this command ends",
+              file=sys.stderr)
+    with store_errors(url), open_rooms(url) as app:
+        yield app
+
+
+@contextmanager
+def store_errors(url: str) -> Iterator[None]:
+    """A store that cannot be opened or read is a usage error that names the store."""
+    from eventsourcing.persistence import PersistenceError
+
+    where = redact(url)
+    try:
+        yield
+    except (sqlite3.Error, PersistenceError) as e:
+        raise Exit(2, f"the store {where} cannot be used: {one_line(e)}. Check that --db names "
+                      "a writable dune-ledger database (a file, not a directory) and that "
+                      "the server is up") from None
+    except OSError as e:
+        # The library reports a bad database setting as an OSError too.
+        detail = e.strerror or one_line(e)
+        raise Exit(2, f"the store {where} cannot be used: {detail}") from None
+
+
+def redact(url: str) -> str:
+    """A URL as it may be printed: no password."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        host = parts.hostname or ""
+        netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text[:300]
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds, at least 0 (`nan` would wait forever)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of seconds, not {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"a finite number of seconds, at least 0, "
+                                         f"not {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("more than 0 seconds")
+    return value
+
+
+def at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number, at least 1, not {text!r}")
+    return int(text)
+
+
+def port_number(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"a port between 1 and 65535, not {text!r}")
+    return int(text)
 
 
 # --- commands -------------------------------------------------------------------
@@ -65,7 +206,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 def cmd_room_create(args: argparse.Namespace) -> int:
     layout = read_json(args.layout, "layout")
-    with open_rooms(args.db) as app:
+    with rooms(args) as app:
         try:
             created = app.create_room(layout)
         except LayoutError as e:
@@ -76,7 +217,7 @@ def cmd_room_create(args: argparse.Namespace) -> int:
 
 def cmd_room_command(args: argparse.Namespace) -> int:
     raw = parse_json(args.command, "the command")
-    with open_rooms(args.db) as app:
+    with rooms(args) as app:
         result = app.execute(args.room, args.seat, raw)
     emit(result)
     if not result["ok"]:
@@ -100,7 +241,7 @@ def query(fn: Callable[[], Any]) -> int:
 def cmd_room_view(args: argparse.Namespace) -> int:
     if bool(args.seat) == bool(args.public):
         raise Exit(2, "give exactly one of --as FACTION or --public")
-    with open_rooms(args.db) as app:
+    with rooms(args) as app:
 
         def read() -> Any:
             # --wait-version: a version another writer produces, e.g. a command's result.
@@ -117,59 +258,106 @@ def cmd_room_view(args: argparse.Namespace) -> int:
 
 
 def cmd_room_log(args: argparse.Namespace) -> int:
-    with open_rooms(args.db) as app:
+    with rooms(args) as app:
         return query(lambda: app.public_log(args.room))
 
 
 def cmd_room_at(args: argparse.Namespace) -> int:
-    with open_rooms(args.db) as app:
+    with rooms(args) as app:
         return query(lambda: app.view_at(args.room, args.version, args.seat))
 
 
-def at_least_one(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"a whole number, at least 1, not {text!r}")
-    return int(text)
-
-
 def cmd_audit(args: argparse.Namespace) -> int:
-    from application.audit import audit_all, audit_room
+    from application.audit import audit_room
 
     if bool(args.room) == bool(args.all):
-        raise Exit(2, "give a ROOM or --all")
-    with open_rooms(args.db) as app:
+        raise Exit(2, "give a ROOM or --all (see dune-ledger audit --help)")
+    reports: list[dict[str, Any]] = []
+    with rooms(args) as app:
         try:
-            reports = (audit_all(app, args.processes) if args.all
-                       else [audit_room(app, args.room, args.processes)])
+            ids = [str(r) for r in app.room_ids()] if args.all else [args.room]
+            for room in ids:
+                report = audit_room(app, room, args.processes)
+                observability.audited(report)
+                reports.append(report)
         except Rejection as r:
             emit({"ok": False, "error": r.as_error()})
             print(f"{r.code}: {r.message}", file=sys.stderr)
             return 1
-    emit(reports if args.all else reports[0])
-    failed = [r["room"] for r in reports if not r["ok"]]
+    failed = [r for r in reports if not r["ok"]]
+    if args.all:
+        emit(failed if args.failures_only else reports)
+        events = sum(int(r["events"]) for r in reports)
+        problems = sum(1 for r in failed for c in r["checks"].values() if c["ok"] is False)
+        print(f"audited {len(reports)} rooms, {events} events: {len(failed)} rooms with "
+              f"problems ({problems} failed checks)", file=sys.stderr)
+    else:
+        emit(reports[0])
     if failed:
-        print(f"audit found problems in {len(failed)} room(s): {', '.join(failed)}",
-              file=sys.stderr)
+        print(f"audit found problems in {len(failed)} room(s): "
+              f"{', '.join(r['room'] for r in failed)}; see docs/operations.md "
+              "\"When an audit fails\"", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from infrastructure.transfer import export_rooms
+
+    if bool(args.room) == bool(args.all):
+        raise Exit(2, "give ROOM(s) or --all (see dune-ledger export --help)")
+    with rooms(args) as app:
+        ids = None if args.all else list(args.room)
+        try:
+            if args.output == "-":
+                counts = export_rooms(app, ids, sys.stdout.buffer)
+            else:
+                with open(args.output, "wb") as out:
+                    counts = export_rooms(app, ids, out)
+        except Rejection as r:
+            print(f"{r.code}: {r.message}", file=sys.stderr)
+            return 1
+        except OSError as e:
+            raise Exit(2, f"cannot write '{args.output}': {e.strerror}") from None
+    print(f"exported {counts[0]} rooms, {counts[1]} events", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from infrastructure.transfer import ImportRefused, import_rooms, parse_export
+
+    data = read_input(args.file, "export file")
+    try:
+        exported = parse_export(data)
+    except ImportRefused as e:
+        raise Exit(2, f"{args.file}: {e}") from None
+    with rooms(args) as app:
+        try:
+            stored = import_rooms(app, exported)
+        except ImportRefused as e:
+            print(f"import refused, nothing stored: {e}", file=sys.stderr)
+            return 1
+    emit({"ok": True, "rooms": stored})
+    print(f"imported {len(stored)} rooms, {sum(stored.values())} events", file=sys.stderr)
     return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from infrastructure.worker import run_worker
 
-    with open_rooms(args.db) as app:
-        return run_worker(app, args.interval, args.once)
+    url = store_url(args)
+    # The worker opens (and, when the store goes away, reopens) the store itself.
+    with store_errors(url):
+        return run_worker(url, args.interval, args.once)
 
 
 def cmd_projections_rebuild(args: argparse.Namespace) -> int:
-    import time
-
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from projections import ReadModels
 
-    with open_rooms(args.db) as app:
+    with rooms(args) as app:
         models = app.read_models
         assert isinstance(models, ReadModels)
         started = time.perf_counter()
@@ -181,9 +369,9 @@ def cmd_projections_rebuild(args: argparse.Namespace) -> int:
                 bar.update(task, completed=done, total=total)
 
             events = models.rebuild(progress)
-        seconds = time.perf_counter() - started
+        elapsed = time.perf_counter() - started
         emit({"ok": True, "events": events, "position": models.position(),
-              "seconds": round(seconds, 3)})
+              "seconds": round(elapsed, 3)})
     return 0
 
 
@@ -191,103 +379,240 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from infrastructure.http import serve
     from infrastructure.storage import environment
 
-    if args.workers < 1 or not 0 < args.port < 65536:
-        raise Exit(2, "--workers must be at least 1 and --port between 1 and 65535")
-    url = args.db or os.environ.get("DUNE_LEDGER_DB") or DEFAULT_URL
+    url = store_url(args)
     if args.workers > 1 and url.startswith("memory:"):
         raise Exit(2, "memory:// storage cannot be shared by several workers")
+    if url.startswith("memory:"):
+        print("note: memory:// keeps nothing: the rooms are gone when the server stops",
+              file=sys.stderr)
     environment(url)  # a bad URL is a usage error now, not a crash inside the server
     serve(url, args.host, args.port, args.workers)
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from infrastructure.demo import run_demo
+    from infrastructure.demo import DEMO_URL, DemoRefused, play_demo, print_summary
 
-    with open_rooms(args.db) as app:
-        return run_demo(app)
+    url = args.db or DEMO_URL  # never the operator's own rooms, unless --db says so
+    with rooms(args, DEMO_URL) as app:
+        try:
+            transcript = play_demo(app)
+        except DemoRefused as e:
+            raise Exit(1, str(e)) from None
+    if args.json:
+        emit(transcript.as_json())
+    else:
+        print_summary(transcript, redact(url))
+    return 0 if transcript.ok else 1
 
 
 # --- parser -------------------------------------------------------------------------
 
 
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Examples kept as written; a default shown where there is one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text \
+                and "default" not in text and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise Exit(2, f"{self.prog}: {message}")
+        hint = ""
+        if "unrecognized arguments" in message:
+            hint = f" (see {self.prog} --help)"
+        raise Exit(2, f"{self.format_usage().strip()}\n{self.prog}: {message}{hint}")
+
+
+DB_HELP = ("storage URL: sqlite:///PATH, postgresql://USER@HOST:PORT/DB[?sslmode=...], "
+           "memory:// (default: $DUNE_LEDGER_DB, else sqlite:///dune-ledger.db)")
+
+
+def examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def command_types() -> str:
+    """Every command type and its fields, from the command models themselves."""
+    from domain.commands import Command
+
+    common = set(Command.model_fields)
+    lines = []
+    for cls in Command.__subclasses__():
+        fields = {name: f for name, f in cls.model_fields.items()
+                  if name not in common and name != "type"}
+        kind = cls.model_fields["type"].annotation
+        name = getattr(kind, "__args__", ("?",))[0]
+        shown = ", ".join(n if f.is_required() else f"[{n}]" for n, f in fields.items())
+        lines.append(f"  {name:<20} {shown}")
+    return ("command types (every command may also carry command_id and "
+            "expected_version):\n" + "\n".join(lines))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="dune-ledger", description="Treachery-card custody for GF9 Dune rooms")
-    p.add_argument("--db", help="storage URL (default: $DUNE_LEDGER_DB or "
-                                "sqlite:///dune-ledger.db)")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+    p = Parser(prog=PROG, formatter_class=Formatter,
+               description="Treachery-card custody for GF9 Dune rooms: an event-sourced "
+                           "room engine.",
+               epilog=examples("dune-ledger demo",
+                               "dune-ledger room create examples/box.json",
+                               "dune-ledger --db postgresql://postgres@127.0.0.1:5432/dune "
+                               "audit --all",
+                               "dune-ledger COMMAND --help   (each command's own help)"))
+    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--version", action="version", version=f"{PROG} {version()}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
 
-    demo = sub.add_parser("demo", help="play a scripted room end to end")
+    def command(parent: Any, name: str, help: str, *example: str,
+                epilog: str = "") -> argparse.ArgumentParser:
+        text = examples(*example) + (f"\n\n{epilog}" if epilog else "") if example else epilog
+        parser: argparse.ArgumentParser = parent.add_parser(
+            name, help=help, description=help, epilog=text or None, formatter_class=Formatter)
+        # --db after the subcommand too; SUPPRESS: absent, it leaves the global one alone.
+        parser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
+        return parser
+
+    demo = command(sub, "demo", "play two scripted rooms (a Box search, an Ambassador "
+                   "purchase) and print a short summary; its rooms go to "
+                   "dune-ledger-demo.db unless --db names another store",
+                   "dune-ledger demo", "dune-ledger demo --json > demo.json")
+    demo.add_argument("--json", action="store_true",
+                      help="print every scene (commands, views, logs, audits) as JSON")
     demo.set_defaults(fn=cmd_demo)
 
-    cat = sub.add_parser("catalog", help="print the physical cards")
-    cat.add_argument("--expansions", help=f"comma-separated: {','.join(EXPANSIONS)}")
+    cat = command(sub, "catalog", "print the physical cards as JSON",
+                  "dune-ledger catalog", "dune-ledger catalog --expansions choam_richese")
+    cat.add_argument("--expansions", metavar="LIST",
+                     help=f"comma-separated, of: {','.join(EXPANSIONS)} (none: the base game)")
     cat.set_defaults(fn=cmd_catalog)
 
-    room = sub.add_parser("room", help="create, command and read rooms")
-    rsub = room.add_subparsers(dest="room_cmd", required=True, parser_class=Parser)
-    create = rsub.add_parser("create", help="create a room from a layout file ('-': stdin)")
-    create.add_argument("layout")
+    room = command(sub, "room", "create, command and read rooms",
+                   "dune-ledger room create examples/box.json",
+                   "dune-ledger room view ROOM --as richese")
+    rsub = room.add_subparsers(dest="room_cmd", metavar="ACTION", parser_class=Parser)
+    room.set_defaults(fn=lambda args: usage(room))
+    create = command(rsub, "create", "create a room from a layout file; prints the room id and "
+                     "each seat's token (shown once)",
+                     "dune-ledger room create examples/box.json",
+                     "dune-ledger room create - < my-layout.json")
+    create.add_argument("layout", metavar="LAYOUT",
+                        help="a layout JSON file (INTERFACE 'Layout'; see examples/), or - "
+                             "for stdin")
     create.set_defaults(fn=cmd_room_create)
-    command = rsub.add_parser("command", help="run one command as a seat")
-    command.add_argument("room")
-    command.add_argument("--as", dest="seat", required=True, choices=FACTIONS)
-    command.add_argument("command", help="the command as a JSON object")
-    command.set_defaults(fn=cmd_room_command)
-    view = rsub.add_parser("view", help="a seat's view, or the public view")
-    view.add_argument("room")
-    view.add_argument("--as", dest="seat", choices=FACTIONS)
-    view.add_argument("--public", action="store_true")
+    cmd = command(rsub, "command", "run one command as a seat; prints the result (exit 1 "
+                  "when a rule refuses it)",
+                  "dune-ledger room command ROOM --as richese "
+                  "'{\"type\": \"begin_search\", \"card\": \"nullentropy-box\"}'",
+                  "dune-ledger room command ROOM --as emperor '{\"type\": \"draw\"}'",
+                  epilog=command_types())
+    cmd.add_argument("room", metavar="ROOM", help="the room id `room create` printed")
+    cmd.add_argument("--as", dest="seat", required=True, choices=FACTIONS, metavar="FACTION",
+                     help=f"the acting seat: {', '.join(FACTIONS)}")
+    cmd.add_argument("command", metavar="JSON",
+                     help="the command as one JSON object (types below)")
+    cmd.set_defaults(fn=cmd_room_command)
+    view = command(rsub, "view", "print a seat's view, or the public view",
+                   "dune-ledger room view ROOM --as richese",
+                   "dune-ledger room view ROOM --public --wait-version 7")
+    view.add_argument("room", metavar="ROOM", help="the room id")
+    view.add_argument("--as", dest="seat", choices=FACTIONS, metavar="FACTION",
+                      help="the seat whose view to print")
+    view.add_argument("--public", action="store_true", help="the public view instead")
     view.add_argument("--wait-version", type=int, metavar="N",
                       help="first wait until the room's read model reaches version N")
-    view.add_argument("--timeout", type=float, default=10.0,
-                      help="seconds --wait-version waits (default 10)")
+    view.add_argument("--timeout", type=seconds, default=10.0, metavar="S",
+                      help="seconds --wait-version waits before exit 1 (timeout)")
     view.set_defaults(fn=cmd_room_view)
-    log = rsub.add_parser("log", help="the public log")
-    log.add_argument("room")
+    log = command(rsub, "log", "print the public log", "dune-ledger room log ROOM")
+    log.add_argument("room", metavar="ROOM", help="the room id")
     log.set_defaults(fn=cmd_room_log)
-    at = rsub.add_parser("at", help="a seat's view as it was at a version")
-    at.add_argument("room")
-    at.add_argument("version", type=int)
-    at.add_argument("--as", dest="seat", required=True, choices=FACTIONS)
+    at = command(rsub, "at", "print a seat's view as it was at a version (a closed search's "
+                 "candidates stay hidden)", "dune-ledger room at ROOM 3 --as richese")
+    at.add_argument("room", metavar="ROOM", help="the room id")
+    at.add_argument("version", type=int, metavar="VERSION",
+                    help="a version of the room (1 = its creation)")
+    at.add_argument("--as", dest="seat", required=True, choices=FACTIONS, metavar="FACTION",
+                    help="the seat whose past view to print")
     at.set_defaults(fn=cmd_room_at)
 
-    audit = sub.add_parser("audit", help="replay and check a room, or every room")
-    audit.add_argument("room", nargs="?")
-    audit.add_argument("--all", action="store_true")
+    audit = command(sub, "audit", "replay a room's stream from its first event and check it "
+                    "(exit 1 on a problem)",
+                    "dune-ledger audit ROOM", "dune-ledger audit --all --failures-only")
+    audit.add_argument("room", nargs="?", metavar="ROOM", help="the room to audit")
+    audit.add_argument("--all", action="store_true",
+                       help="every room; a summary line (rooms, events, problems) on stderr")
+    audit.add_argument("--failures-only", action="store_true",
+                       help="with --all: print only the reports of rooms with a problem")
     audit.add_argument("--processes", type=at_least_one, default=len(os.sched_getaffinity(0)),
                        metavar="N", help="audit a long room in up to N parts at once, one "
                        "process each (default: the CPUs this process may use)")
     audit.set_defaults(fn=cmd_audit)
 
-    worker = sub.add_parser("worker", help="follow the event log: projections and autopilot")
-    worker.add_argument("--interval", type=float, default=0.5,
-                        help="seconds between ticks (default 0.5)")
+    export = command(sub, "export", "write rooms as JSON lines, one stored event a line "
+                     "(room, version, type, the stored payload, its chain hash)",
+                     "dune-ledger export ROOM > room.jsonl",
+                     "dune-ledger export --all --output backup.jsonl")
+    export.add_argument("room", nargs="*", metavar="ROOM", help="the rooms to export")
+    export.add_argument("--all", action="store_true", help="every room")
+    export.add_argument("--output", "-o", default="-", metavar="FILE",
+                        help="write here instead of stdout")
+    export.set_defaults(fn=cmd_export)
+
+    imp = command(sub, "import", "store exported rooms unchanged (same ids, versions and "
+                  "hashes); refuses, storing nothing, a room that exists or does not verify",
+                  "dune-ledger --db postgresql://postgres@127.0.0.1:5432/dune import "
+                  "backup.jsonl")
+    imp.add_argument("file", metavar="FILE", help="a file `export` wrote, or - for stdin")
+    imp.set_defaults(fn=cmd_import)
+
+    worker = command(sub, "worker", "follow the event log: read models, autopilot seats, "
+                     "window deadlines; reconnects with backoff when the store goes away",
+                     "dune-ledger worker", "dune-ledger worker --once")
+    worker.add_argument("--interval", type=positive_seconds, default=0.5, metavar="S",
+                        help="seconds between ticks")
     worker.add_argument("--once", action="store_true", help="run one tick and exit")
     worker.set_defaults(fn=cmd_worker)
 
-    proj = sub.add_parser("projections", help="manage the read models")
-    psub = proj.add_subparsers(dest="projections_cmd", required=True, parser_class=Parser)
-    rebuild = psub.add_parser("rebuild", help="drop and rebuild every read model, with progress")
+    proj = command(sub, "projections", "manage the read models",
+                   "dune-ledger projections rebuild")
+    psub = proj.add_subparsers(dest="projections_cmd", metavar="ACTION", parser_class=Parser)
+    proj.set_defaults(fn=lambda args: usage(proj))
+    rebuild = command(psub, "rebuild", "drop and rebuild every read model from the event "
+                      "log, with progress", "dune-ledger projections rebuild")
     rebuild.set_defaults(fn=cmd_projections_rebuild)
 
-    serve = sub.add_parser("serve", help="the HTTP API (uvicorn)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1,
+    serve = command(sub, "serve", "serve the HTTP API (uvicorn)",
+                    "dune-ledger serve", "dune-ledger serve --port 8080 --workers 2")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (an address other than loopback needs "
+                            "DUNE_LEDGER_ADMIN_TOKEN)")
+    serve.add_argument("--port", type=port_number, default=8000, help="port to listen on")
+    serve.add_argument("--workers", type=at_least_one, default=1, metavar="N",
                        help="uvicorn worker processes, all on the same storage")
     serve.set_defaults(fn=cmd_serve)
+    # --- keys (the storage helper's) and other commands are added here ---
+    p.set_defaults(fn=lambda args: usage(p))
     return p
+
+
+def usage(parser: argparse.ArgumentParser) -> int:
+    """No command given: the usage line and the commands, then exit 2."""
+    raise Exit(2, parser.format_help().rstrip())
+
+
+# Commands that run for long and log every command they see (the rest: warnings only).
+LONG_RUNNING = ("serve", "worker")
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        observability.configure_logging(
+            default_level="INFO" if args.cmd in LONG_RUNNING else "WARNING")
+        check_settings()
         code = int(args.fn(args))
     except Exit as e:
         if e.message:
@@ -296,7 +621,19 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(str(e), file=sys.stderr)
         code = 2
-    sys.stdout.flush()
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as e:  # the last resort: still no traceback for the user
+        if os.environ.get("DUNE_LEDGER_DEBUG"):
+            raise
+        print(f"{PROG}: unexpected error: {type(e).__name__}: {one_line(e)}. "
+              "Run again with DUNE_LEDGER_DEBUG=1 to see where, and report it.",
+              file=sys.stderr)
+        code = 2
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # `dune-ledger export --all | head`
+        code = code or 0
     return code
 
 

@@ -1,13 +1,23 @@
-"""`dune-ledger demo`: a scripted room a newcomer can read from top to bottom."""
+"""`dune-ledger demo`: scripted rooms a newcomer can read from top to bottom.
+
+The play (`play_demo`) only runs commands and records what it shows in a
+`Transcript`; printing it is apart (`print_summary`, or the whole transcript
+as JSON with `--json`), so that a new scene is added to the play alone.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 import orjson
 
 from application.audit import audit_room
 from application.rooms import RoomsApp
+
+# The demo's rooms go to a file of their own, not to the rooms of `dune-ledger.db`.
+DEMO_URL = "sqlite:///dune-ledger-demo.db"
 
 BOX_LAYOUT: dict[str, Any] = {
     "mode": "advanced",
@@ -26,23 +36,84 @@ BOX_LAYOUT: dict[str, Any] = {
 }
 
 
-def show(title: str, data: Any = None) -> None:
-    print(f"\n== {title}")
-    if data is not None:
-        print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+class DemoRefused(Exception):
+    """A scripted step was refused: the demo is out of step with the rules."""
 
 
-def step(app: RoomsApp, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
-    result = app.execute(room, seat, command)
-    show(f"{seat}: {orjson.dumps(command).decode()}", result)
-    if not result["ok"]:
-        raise SystemExit(f"demo step refused: {result['error']['message']}")
-    return result
+@dataclass
+class DemoRoom:
+    title: str
+    room: str
+    commands: int = 0
+    events: int = 0
+    audit: dict[str, Any] = field(default_factory=dict)
 
 
-def run_demo(app: RoomsApp) -> int:
+@dataclass
+class Transcript:
+    """What the play shows, scene by scene, and the rooms it played."""
+
+    scenes: list[dict[str, Any]] = field(default_factory=list)
+    rooms: list[DemoRoom] = field(default_factory=list)
+
+    def show(self, title: str, data: Any = None) -> None:
+        self.scenes.append({"title": title, "data": data})
+
+    def step(self, app: RoomsApp, room: str, seat: str,
+             command: dict[str, Any]) -> dict[str, Any]:
+        result = app.execute(room, seat, command)
+        self.show(f"{seat}: {orjson.dumps(command).decode()}", result)
+        if not result["ok"]:
+            raise DemoRefused(f"demo step refused: {result['error']['message']}")
+        self.rooms[-1].commands += 1
+        return result
+
+    def audit(self, app: RoomsApp, room: str) -> dict[str, Any]:
+        report = audit_room(app, room)
+        self.show("Audit", report)
+        self.rooms[-1].audit = report
+        self.rooms[-1].events = report["events"]
+        return report
+
+    @property
+    def ok(self) -> bool:
+        return all(r.audit.get("ok") for r in self.rooms)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "scenes": self.scenes,
+                "rooms": [{"title": r.title, "room": r.room, "commands": r.commands,
+                           "events": r.events, "audit_ok": r.audit.get("ok"),
+                           "state_hash": r.audit.get("state_hash")} for r in self.rooms]}
+
+
+def play_demo(app: RoomsApp) -> Transcript:
+    t = Transcript()
+    play_box_room(app, t)
+    play_ambassador_room(app, t)
+    return t
+
+
+def print_summary(t: Transcript, url: str, out: TextIO = sys.stdout) -> None:
+    """A few lines: each room, what it showed, its audit, and what to try next."""
+    print(f"dune-ledger demo: {len(t.rooms)} rooms played in {url}", file=out)
+    for r in t.rooms:
+        verdict = "clean" if r.audit.get("ok") else "PROBLEMS FOUND"
+        print(f"  {r.title}: room {r.room}, {r.commands} commands, {r.events} events, "
+              f"audit {verdict}", file=out)
+    first = t.rooms[0].room
+    db = f"--db {url} "
+    print("Next:", file=out)
+    print(f"  dune-ledger {db}room log {first}", file=out)
+    print(f"  dune-ledger {db}room view {first} --as richese", file=out)
+    print(f"  dune-ledger {db}audit {first}", file=out)
+    print("  dune-ledger demo --json   (every scene: commands, views, logs, audits)", file=out)
+
+
+def play_box_room(app: RoomsApp, t: Transcript) -> None:
+    show, step = t.show, t.step
     created = app.create_room(BOX_LAYOUT)
     room = created["room"]
+    t.rooms.append(DemoRoom("Nullentropy Box search", room))
     show("Room created (seat tokens are shown once, here)", created)
 
     show("Richese before paying: the Box control", app.seat_view(room, "richese")["nullentropy"])
@@ -65,12 +136,7 @@ def run_demo(app: RoomsApp) -> int:
         view = app.seat_view(room, seat)
         show(f"{seat}'s view", {"me": view["me"], "seats": view["seats"],
                                 "discard": view["discard"], "decision": view["decision"]})
-    report = audit_room(app, room)
-    show("Audit", report)
-    verdict = "clean" if report["ok"] else "PROBLEMS FOUND"
-    print(f"\nRoom {room}: audit {verdict}. Try: dune-ledger audit {room}")
-    ambassador_ok = run_ambassador_demo(app)
-    return 0 if report["ok"] and ambassador_ok else 1
+    t.audit(app, room)
 
 
 # --- the second room: a Richese Ambassador purchase (RULES 4) -------------------------
@@ -100,12 +166,14 @@ AMBASSADOR_LAYOUT: dict[str, Any] = {
 }
 
 
-def run_ambassador_demo(app: RoomsApp) -> bool:
+def play_ambassador_room(app: RoomsApp, t: Transcript) -> None:
     """Atreides ships into Arrakeen; Ecaz triggers the Richese token for its Harkonnen
     ally, who buys a card; the Emperor's income and the Harkonnen bonus each get a
     Karama window; Ecaz never sees its ally's new cards."""
+    show, step = t.show, t.step
     created = app.create_room(AMBASSADOR_LAYOUT)
     room = created["room"]
+    t.rooms.append(DemoRoom("Richese Ambassador purchase", room))
     show("Second room: Ecaz's ambassadors (seat tokens are shown once, here)", created)
 
     entered = step(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
@@ -135,8 +203,4 @@ def run_ambassador_demo(app: RoomsApp) -> bool:
         show(f"{seat}'s view", {"me": view["me"], "seats": view["seats"],
                                 "ambassador": view["ambassador"],
                                 "receipts": view["receipts"]})
-    report = audit_room(app, room)
-    show("Audit", report)
-    verdict = "clean" if report["ok"] else "PROBLEMS FOUND"
-    print(f"\nRoom {room}: audit {verdict}. Try: dune-ledger audit {room}")
-    return bool(report["ok"])
+    t.audit(app, room)

@@ -20,11 +20,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, cast
+from urllib.parse import parse_qsl
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresFactory
 from eventsourcing.utils import retry
 from psycopg import Connection, errors, pq
 from psycopg.rows import tuple_row
@@ -256,3 +257,16 @@ def not_null(result: pq.abc.PGresult) -> Callable[[int, int], bytes]:
 
 def uuid_bytes(value: UUID | str) -> bytes:
     return (value if isinstance(value, UUID) else UUID(value)).bytes
+
+
+class RoomsPostgresFactory(PostgresFactory):
+    """The library's factory; the storage URL's query parameters (infrastructure/storage.py
+    `libpq_options`) go to libpq on every connection of the pool."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        # The library builds the pool's connection keywords itself; the pool opens
+        # on first use, after this.
+        options = self.env.get("DUNE_LEDGER_PG_LIBPQ")
+        if options and isinstance(self.datastore.pool.kwargs, dict):
+            self.datastore.pool.kwargs.update(parse_qsl(options, keep_blank_values=True))

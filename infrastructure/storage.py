@@ -1,7 +1,8 @@
 """Storage selection from one URL, and how envelopes become stored bytes.
 
 `sqlite:///PATH` (default `sqlite:///dune-ledger.db`), `memory://`, or
-`postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME`.
+`postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME[?KEY=VALUE&...]` (the query's
+parameters go to libpq: `sslmode`, `sslrootcert`, `application_name`, ...).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, cast
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qsl, unquote, urlencode, urlparse
 from uuid import UUID
 
 import orjson
@@ -21,7 +22,7 @@ from eventsourcing.utils import strtobool
 from application.rooms import RandomnessFactory, RoomsApp
 from application.stream import Recorded, RoomSnapshot
 from domain.events import EVENT_TYPES
-from infrastructure import randomness
+from infrastructure import observability, randomness
 from projections import open_read_models
 
 DEFAULT_URL = "sqlite:///dune-ledger.db"
@@ -29,6 +30,10 @@ DEFAULT_URL = "sqlite:///dune-ledger.db"
 
 class UsageError(ValueError):
     """Bad configuration given by the user (exit 2)."""
+
+
+class StoreUnavailable(UsageError):
+    """The store cannot be reached now (a worker tries again later)."""
 
 
 class OrjsonTranscoder(Transcoder):
@@ -138,6 +143,28 @@ def postgres_pool_settings() -> dict[str, str]:
     return env
 
 
+# The PostgreSQL factory: the library's, with the URL's query parameters for libpq.
+POSTGRES_FACTORY = "infrastructure.postgres:RoomsPostgresFactory"
+LIBPQ_ENV = "DUNE_LEDGER_PG_LIBPQ"  # the URL's query, as libpq keywords (urlencoded)
+URL_KEYWORDS = ("dbname", "host", "port", "user", "password")  # the URL itself names them
+
+
+def libpq_options(query: str) -> dict[str, str]:
+    """A PostgreSQL URL's query parameters (`?sslmode=require`), each one of libpq's
+    own connection keywords, for every connection the store opens."""
+    from psycopg import pq
+
+    known = {d.keyword.decode() for d in pq.Conninfo.get_defaults()}
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in known or key in URL_KEYWORDS:
+            raise UsageError(f"'{key}' in the PostgreSQL URL is not a libpq connection "
+                             "parameter the query may set (e.g. sslmode, sslrootcert, "
+                             "application_name, target_session_attrs)")
+        options[key] = value
+    return options
+
+
 # Any fixed number: processes creating the tables of a fresh database take turns on it.
 TABLES_LOCK_KEY = 0x64756E65
 
@@ -151,22 +178,22 @@ def first_use_lock(env: dict[str, str]) -> Iterator[None]:
     FUNCTION` safe; a session advisory lock on a connection of its own (not one from
     the pool, which may hold a single connection) makes the starters take turns.
     """
-    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres" or \
+    if env.get("PERSISTENCE_MODULE") != POSTGRES_FACTORY or \
             not strtobool(env.get("CREATE_TABLE") or "yes"):
         yield
         return
     import psycopg
 
     try:
-        conn = psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"],
+        conninfo = psycopg.conninfo.make_conninfo(
+            "", dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"],
             port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
             password=env["POSTGRES_PASSWORD"] or None,
             connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "5")),
-            autocommit=True,
-        )
+            **dict(parse_qsl(env.get(LIBPQ_ENV, ""), keep_blank_values=True)))
+        conn = psycopg.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as e:
-        raise UsageError(f"cannot connect to PostgreSQL: {str(e).strip()}") from None
+        raise StoreUnavailable(f"cannot connect to PostgreSQL: {str(e).strip()}") from None
     with conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (TABLES_LOCK_KEY,))
         yield  # closing the connection releases the lock
@@ -194,7 +221,8 @@ def environment(url: str) -> dict[str, str]:
     elif parsed.scheme in ("postgresql", "postgres"):
         if not parsed.hostname or not parsed.path.strip("/"):
             raise UsageError(f"'{url}' needs a host and a database name")
-        env["PERSISTENCE_MODULE"] = "eventsourcing.postgres"
+        env["PERSISTENCE_MODULE"] = POSTGRES_FACTORY
+        env[LIBPQ_ENV] = urlencode(libpq_options(parsed.query))
         # The library's own variable, when set, names another recorder (benchmarks
         # compare locking schemes with it); it must be a RoomsRecorder or the library's.
         env["APPLICATION_RECORDER_TOPIC"] = (os.environ.get("APPLICATION_RECORDER_TOPIC")
@@ -228,4 +256,4 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
             app.reopen = partial(open_rooms, url, randomness_factory=randomness_factory,
                                  **{**extra_env, "CREATE_TABLE": "no",
                                     "POSTGRES_POOL_SIZE": "1"})
-        return app
+        return observability.instrument(app)

@@ -8,7 +8,11 @@ One loop, one tick every `interval` seconds:
 2. every callable of `Worker.ticks` runs, in order, with the application.
    This is the one place periodic work plugs in: autopilot seats register
    a callable here (`TICKS.append(fn)` or `Worker(app, ticks=[fn])`). A
-   callable that raises is reported on stderr and the loop goes on.
+   callable that raises is logged and the loop goes on.
+
+When the store goes away (PostgreSQL restarted, its connections cut, the
+network down), `run_worker` closes the app, logs it, and opens the store
+again after a pause that doubles from 0.5 s up to 30 s, until it is back.
 
 At scale the worker holds no room per room of the database: the autopilot
 finds the rooms where an autopilot seat is asked for something through the
@@ -19,8 +23,9 @@ projector keeps at most `DUNE_LEDGER_PROJECTION_CACHE` room states in memory
 
 from __future__ import annotations
 
+import logging
 import signal
-import sys
+import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -29,6 +34,11 @@ from application import autopilot
 from application.rooms import RoomsApp
 from projections.follow import can_subscribe, subscription_runner
 from projections.read_models import ReadModels
+
+log = logging.getLogger("dune_ledger.worker")
+
+# The pause before the store is opened again, doubling after each failure.
+BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
 
 Tick = Callable[[RoomsApp], Any]
 
@@ -72,7 +82,9 @@ class Worker:
             try:
                 fn(self.app)
             except Exception as e:  # one failing job must not stop the projections
-                print(f"worker: {getattr(fn, '__name__', fn)} failed: {e}", file=sys.stderr)
+                if is_store_gone(e):
+                    raise  # run_worker opens the store again
+                log.error("%s failed: %s", getattr(fn, "__name__", fn), e)
         return applied
 
     def run(self, max_ticks: int | None = None) -> None:
@@ -97,17 +109,56 @@ class Worker:
             runner.__exit__(None, None, None)
 
 
-def run_worker(app: RoomsApp, interval: float, once: bool) -> int:
-    worker = Worker(app, interval=interval)
+def is_store_gone(e: BaseException) -> bool:
+    """An error that says the store is unreachable now, not that something is wrong."""
+    import psycopg
+    from eventsourcing.persistence import InterfaceError, OperationalError
+
+    from infrastructure.storage import StoreUnavailable
+
+    return isinstance(e, InterfaceError | OperationalError | psycopg.OperationalError
+                      | psycopg.InterfaceError | sqlite3.OperationalError | StoreUnavailable)
+
+
+def run_worker(url: str, interval: float, once: bool, *,
+               backoff: tuple[float, float] = (BACKOFF_FIRST, BACKOFF_MAX),
+               stopping: threading.Event | None = None) -> int:
+    """Follow the log of the store at `url` until stopped (SIGTERM, SIGINT)."""
+    from infrastructure.storage import environment, open_rooms
+
+    environment(url)  # a bad URL or setting is a usage error, not something to retry
+    stopping = stopping or threading.Event()
 
     def stop(signum: int, frame: Any) -> None:
-        worker.stop()
+        stopping.set()
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-    print(f"worker: following the event log ({worker.follower}) from position "
-          f"{worker.models.position()}", file=sys.stderr)
-    worker.run(max_ticks=1 if once else None)
-    print(f"worker: stopped at position {worker.models.position()}", file=sys.stderr)
+    pause = backoff[0]
+    while not stopping.is_set():
+        app: RoomsApp | None = None
+        try:
+            app = open_rooms(url)
+            worker = Worker(app, interval=interval)
+            worker.stopping = stopping
+            log.info("following the event log (%s) from position %d", worker.follower,
+                     worker.models.position())
+            pause = backoff[0]
+            worker.run(max_ticks=1 if once else None)
+            log.info("stopped at position %d", worker.models.position())
+            return 0
+        except Exception as e:
+            if once or not is_store_gone(e):
+                raise
+            log.warning("the store went away (%s); opening it again in %.1f s",
+                        " ".join(str(e).split())[:200] or type(e).__name__, pause)
+        finally:
+            if app is not None:
+                try:
+                    app.close()
+                except Exception as e:  # a pool whose connections are gone
+                    log.debug("closing the app: %s", e)
+        stopping.wait(pause)
+        pause = min(pause * 2, backoff[1])
     return 0

@@ -80,4 +80,6 @@ def subscription_runner(app: RoomsApp, models: ReadModels,
 
 
 def can_subscribe(app: RoomsApp) -> bool:
-    return app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres"
+    from projections.read_models import is_postgres
+
+    return is_postgres(app)

@@ -441,13 +441,19 @@ def open_read_models(app: Any) -> ReadModels:
     store: Store
     if module == "eventsourcing.sqlite":
         store = _sqlite_store(recorder, create)
-    elif module == "eventsourcing.postgres":
+    elif is_postgres(app):
         from projections.store import PostgresStore
 
         store = PostgresStore(recorder.datastore, create)
     else:
         store = MemoryStore()
     return ReadModels(recorder, app.mapper, store)
+
+
+def is_postgres(app: Any) -> bool:
+    from eventsourcing.postgres import PostgresFactory
+
+    return isinstance(app.factory, PostgresFactory)
 
 
 def _sqlite_store(recorder: Any, create: bool) -> Store:

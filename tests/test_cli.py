@@ -168,3 +168,170 @@ def test_the_worker_plays_an_autopilot_seat(cli: Cli, monkeypatch):
     assert view["decision"] is None and view["nullentropy"] is None
     assert len(view["me"]["hand"]) == 2  # crysknife and the card it chose
     assert cli.json("audit", room)["ok"]
+
+
+# --- usage, help and settings (issue 21, issue 18's tracebacks) ------------------------
+
+
+def no_traceback(done: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in done.stderr and "Traceback" not in done.stdout, done.stderr
+
+
+def test_no_command_prints_the_usage_and_version_prints_the_version(cli: Cli):
+    bare = subprocess.run([sys.executable, "-m", "infrastructure.cli"], capture_output=True,
+                          text=True, timeout=60, cwd=cli.tmp)
+    assert bare.returncode == 2 and bare.stderr.startswith("usage: dune-ledger")
+    assert "audit" in bare.stderr and "export" in bare.stderr
+    room = cli("room")
+    assert room.returncode == 2 and "usage: dune-ledger room" in room.stderr
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("dune-ledger 0.")
+
+
+def test_each_command_explains_its_arguments_with_an_example(cli: Cli):
+    audit = cli("audit", "--help").stdout
+    assert "ROOM" in audit and "--all" in audit and "examples:" in audit
+    assert "dune-ledger audit --all" in audit
+    serve = cli("serve", "--help").stdout
+    assert "(default: 127.0.0.1)" in serve and "(default: 8000)" in serve
+    command = cli("room", "command", "--help").stdout
+    for kind in ("begin_search", "select_card", "respond", "guild_stop", "ambassador_decide"):
+        assert kind in command
+    for args in (("room", "create"), ("room", "view"), ("export",), ("import",),
+                 ("worker",), ("demo",), ("catalog",), ("projections", "rebuild")):
+        assert "examples:" in cli(*args, "--help").stdout, args
+
+
+def test_db_goes_before_or_after_the_subcommand(cli: Cli):
+    other = f"sqlite:///{cli.tmp / 'other.db'}"
+    room = cli.json("room", "create", cli.write("l.json", orjson.dumps(layout()).decode()),
+                    "--db", other)["room"]
+    after = subprocess.run([sys.executable, "-m", "infrastructure.cli", "audit", "--all",
+                            "--db", other], capture_output=True, text=True, timeout=60,
+                           cwd=cli.tmp)
+    assert after.returncode == 0, after.stderr
+    assert [r["room"] for r in orjson.loads(after.stdout)] == [room]
+    assert cli.rooms() == []  # the global --db names another store
+
+
+def test_memory_storage_warns_that_nothing_is_kept(cli: Cli):
+    done = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", "memory://",
+                           "room", "create", "-"], input=orjson.dumps(layout()).decode(),
+                          capture_output=True, text=True, timeout=60, cwd=cli.tmp)
+    assert done.returncode == 0 and "keeps nothing" in done.stderr
+
+
+def test_audit_all_prints_a_summary_and_can_print_only_failures(cli: Cli):
+    import sqlite3
+
+    rooms = [cli.json("room", "create", cli.write("l.json", orjson.dumps(layout()).decode())
+                      )["room"] for _ in range(2)]
+    for room in rooms:
+        cli.json("room", "command", room, "--as", "emperor", '{"type": "draw"}')
+    clean = cli("audit", "--all")
+    assert clean.returncode == 0
+    assert "audited 2 rooms, 4 events: 0 rooms with problems" in clean.stderr
+    with sqlite3.connect(cli.tmp / "cli.db") as db:
+        db.execute("DELETE FROM stored_events WHERE originator_version = 2 AND "
+                   "originator_id = ?", (rooms[1].replace("-", ""),))
+    found = cli("audit", "--all", "--failures-only")
+    assert found.returncode == 1
+    assert [r["room"] for r in orjson.loads(found.stdout)] == [rooms[1]]
+    assert "audited 2 rooms, 3 events: 1 rooms with problems" in found.stderr
+
+
+def test_the_demo_prints_a_summary_and_keeps_its_rooms_apart(tmp_path: Path):
+    run = [sys.executable, "-m", "infrastructure.cli", "demo"]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) < 15 and "audit clean" in done.stdout
+    assert (tmp_path / "dune-ledger-demo.db").exists()
+    assert not (tmp_path / "dune-ledger.db").exists()
+    full = subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    data = orjson.loads(full.stdout)
+    assert data["ok"] and len(data["rooms"]) == 2 and len(data["scenes"]) > 10
+
+
+def test_export_then_import_through_the_cli(cli: Cli):
+    room = cli.json("room", "create", cli.write("l.json", orjson.dumps(layout()).decode()))["room"]
+    cli.json("room", "command", room, "--as", "emperor", '{"type": "draw"}')
+    out = cli.tmp / "rooms.jsonl"
+    assert cli("export", "--all", "--output", str(out)).returncode == 0
+    other = f"sqlite:///{cli.tmp / 'other.db'}"
+    done = cli("import", str(out), "--db", other)
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["rooms"] == {room: 2}
+    again = cli("import", str(out), "--db", other)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    bad = cli("import", cli.write("bad.jsonl", "{nope"))
+    assert bad.returncode == 2 and "line 1" in bad.stderr
+    no_traceback(bad)
+
+
+@pytest.mark.parametrize(("name", "value", "needle"), [
+    ("DUNE_LEDGER_SNAPSHOT_INTERVAL", "often", "DUNE_LEDGER_SNAPSHOT_INTERVAL"),
+    ("DUNE_LEDGER_SNAPSHOT_INTERVAL", "0", "at least 1"),
+    ("DUNE_LEDGER_ROOM_CACHE", "-3", "DUNE_LEDGER_ROOM_CACHE"),
+    ("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", "1.5x", "DUNE_LEDGER_SQLITE_LOCK_TIMEOUT"),
+    ("DUNE_LEDGER_PROJECTION_CACHE", "lots", "DUNE_LEDGER_PROJECTION_CACHE"),
+    ("APPLICATION_RECORDER_TOPIC", "no.such.module:Recorder", "APPLICATION_RECORDER_TOPIC"),
+    ("APPLICATION_RECORDER_TOPIC", "infrastructure.cli:Exit", "APPLICATION_RECORDER_TOPIC"),
+    ("DUNE_LEDGER_LOG_FORMAT", "xml", "DUNE_LEDGER_LOG_FORMAT"),
+    ("DUNE_LEDGER_LOG_LEVEL", "loud", "DUNE_LEDGER_LOG_LEVEL"),
+])
+def test_a_bad_setting_is_a_usage_error(cli: Cli, monkeypatch, name, value, needle):
+    monkeypatch.setenv(name, value)
+    done = cli("room", "log", "no-room")
+    no_traceback(done)
+    assert done.returncode == 2 and needle in done.stderr and "unset it" in done.stderr
+
+
+def test_a_layout_that_is_not_utf8_is_a_usage_error(cli: Cli):
+    path = cli.tmp / "latin1.json"
+    path.write_bytes('{"seats": [{"faction": "émperor"}]}'.encode("latin-1"))
+    done = cli("room", "create", str(path))
+    no_traceback(done)
+    assert done.returncode == 2 and "UTF-8" in done.stderr
+
+
+def test_a_store_that_cannot_be_used_is_a_usage_error(cli: Cli, tmp_path: Path):
+    import os
+
+    layout_file = cli.write("l.json", orjson.dumps(layout()).decode())
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not a database" * 200)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    os.chmod(locked, 0o500)
+    for db in (f"sqlite:///{directory}", f"sqlite:///{corrupt}",
+               f"sqlite:///{locked / 'rooms.db'}", f"sqlite:///{tmp_path / 'no' / 'dir.db'}"):
+        done = cli("room", "create", layout_file, "--db", db)
+        no_traceback(done)
+        if os.geteuid() == 0 and "locked" in db:
+            continue  # root writes where the mode says no
+        assert done.returncode == 2, (db, done.stderr)
+        assert "cannot be used" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_timeout_that_is_not_a_number_of_seconds_is_refused(cli: Cli):
+    room = cli.json("room", "create", cli.write("l.json", orjson.dumps(layout()).decode()))["room"]
+    for value in ("nan", "inf", "-1", "soon"):
+        done = cli("room", "view", room, "--public", "--wait-version", "9", "--timeout", value)
+        no_traceback(done)
+        assert done.returncode == 2 and "seconds" in done.stderr
+    waited = cli("room", "view", room, "--public", "--wait-version", "9", "--timeout", "0.2")
+    assert waited.returncode == 1 and "timeout" in waited.stderr
+
+
+def test_a_postgresql_url_passes_its_query_to_libpq(cli: Cli, pg_url: str):
+    done = cli("audit", "--all", "--db", pg_url + "?sslmode=require")
+    no_traceback(done)
+    # The server of the suite has no TLS: libpq was asked for it, and says so.
+    assert done.returncode == 2 and "SSL" in done.stderr, done.stderr
+    plain = cli("audit", "--all", "--db", pg_url + "?sslmode=disable&application_name=dl")
+    assert plain.returncode == 0, plain.stderr
+    unknown = cli("audit", "--all", "--db", pg_url + "?colour=red")
+    assert unknown.returncode == 2 and "libpq" in unknown.stderr

@@ -19,7 +19,7 @@ def test_url_and_pool_settings_reach_the_library(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("DUNE_LEDGER_PG_POOL_SIZE", "3")
     monkeypatch.setenv("DUNE_LEDGER_PG_LOCK_TIMEOUT", "7")
     env = environment("postgresql://alice:s%40cret@db.example:6543/rooms")
-    assert env["PERSISTENCE_MODULE"] == "eventsourcing.postgres"
+    assert env["PERSISTENCE_MODULE"] == "infrastructure.postgres:RoomsPostgresFactory"
     assert (env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]) == (
         "db.example", "6543", "rooms")
     assert (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]) == ("alice", "s@cret")

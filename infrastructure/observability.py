@@ -1,0 +1,187 @@
+"""Logs and metrics: what an operator watches.
+
+Logs go through the standard `logging` module to stderr, as text or, with
+`DUNE_LEDGER_LOG_FORMAT=json`, one JSON object a line; the level is
+`DUNE_LEDGER_LOG_LEVEL` (default INFO for `serve` and `worker`, WARNING for
+the CLI's one-shot commands, whose results are on stdout). Every command logs one line
+(`dune_ledger.command`): room, seat, type, result code and milliseconds.
+Never a card id, a token or a command's fields: a line says who did what
+kind of thing and how it ended, which a log reader may know.
+
+The metrics are prometheus-client's, in its default registry (the HTTP
+server serves them at /metrics):
+
+- `dune_ledger_commands_total{type, code}`: commands by type and result code
+  (`ok`, or the error code);
+- `dune_ledger_command_seconds{type}`: a histogram of a command's latency;
+- `dune_ledger_projection_lag_events`: notifications the read models have not
+  applied yet (read at scrape time);
+- `dune_ledger_audits_total{result}` (`ok`, `failed`) and
+  `dune_ledger_audit_failures_total{check}`;
+- `dune_ledger_open_streams`: event streams (SSE) open now; the HTTP server
+  moves it (`stream_opened`, `stream_closed`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import time
+import weakref
+from typing import Any
+
+import orjson
+from prometheus_client import Counter, Gauge, Histogram
+
+FORMAT_ENV = "DUNE_LEDGER_LOG_FORMAT"
+LEVEL_ENV = "DUNE_LEDGER_LOG_LEVEL"
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+log = logging.getLogger("dune_ledger")
+command_log = logging.getLogger("dune_ledger.command")
+
+COMMANDS = Counter("dune_ledger_commands", "Commands by type and result code",
+                   ["type", "code"])
+LATENCY = Histogram("dune_ledger_command_seconds", "Seconds a command took, by type",
+                    ["type"], buckets=(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5,
+                                       1, 2.5, 5, 10))
+LAG = Gauge("dune_ledger_projection_lag_events",
+            "Notifications in the event log the read models have not applied yet")
+AUDITS = Counter("dune_ledger_audits", "Room audits by result", ["result"])
+AUDIT_FAILURES = Counter("dune_ledger_audit_failures", "Failed audit checks, by check",
+                         ["check"])
+OPEN_STREAMS = Gauge("dune_ledger_open_streams", "Event streams (SSE) open now")
+
+# The apps whose projection lag the gauge reports (weakly: a closed app drops out).
+_watched: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def configured_format() -> str:
+    raw = os.environ.get(FORMAT_ENV, "").strip().lower() or "text"
+    if raw not in ("text", "json"):
+        raise ValueError(f"{FORMAT_ENV} must be text or json, not {raw!r}")
+    return raw
+
+
+def configured_level(default: str = "INFO") -> int:
+    raw = os.environ.get(LEVEL_ENV, "").strip().upper() or default
+    if raw not in LEVELS:
+        raise ValueError(f"{LEVEL_ENV} must be one of {', '.join(LEVELS)}, not {raw!r}")
+    return int(getattr(logging, raw))
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message and the record's fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        line.update(getattr(record, "fields", {}))
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info).splitlines()[-1]
+        return orjson.dumps(line, default=str).decode()
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "fields", {})
+        extra = "".join(f" {k}={v}" for k, v in fields.items())
+        text = f"{record.levelname.lower()} {record.name}: {record.getMessage()}{extra}"
+        if record.exc_info:
+            text += f" ({self.formatException(record.exc_info).splitlines()[-1]})"
+        return text
+
+
+def configure_logging(stream: Any = None, default_level: str = "INFO") -> None:
+    """Send the `dune_ledger` loggers to stderr, as the settings say (`default_level`
+    when DUNE_LEDGER_LOG_LEVEL is unset: the CLI's one-shot commands log only
+    warnings, the server and the worker every command). A bad setting falls back to
+    the default here; `cli.check_settings` reports it."""
+    try:
+        fmt, level = configured_format(), configured_level(default_level)
+    except ValueError:
+        fmt, level = "text", int(getattr(logging, default_level))
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+    LAG.set_function(projection_lag)
+
+
+def command_done(room: str, seat: str, kind: str, code: str, seconds: float) -> None:
+    """One command: its log line and its metrics."""
+    COMMANDS.labels(kind, code).inc()
+    LATENCY.labels(kind).observe(seconds)
+    if command_log.isEnabledFor(logging.INFO):
+        ms = round(seconds * 1000, 3)
+        command_log.info("command", extra={"fields": {
+            "room": room, "seat": seat, "type": kind, "code": code, "ms": ms}})
+
+
+@functools.cache
+def command_types() -> frozenset[str]:
+    from domain.commands import Command
+
+    return frozenset(getattr(cls.model_fields["type"].annotation, "__args__", ("?",))[0]
+                     for cls in Command.__subclasses__())
+
+
+def command_type(raw: Any) -> str:
+    """The command's type as a metric label: one of the known types, else `invalid`
+    (a client must not be able to mint label values)."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    return kind if isinstance(kind, str) and kind in command_types() else "invalid"
+
+
+def instrument(app: Any) -> Any:
+    """Log and count every command the app runs, and report its read models' lag."""
+    execute = app.execute
+
+    def observed(room_id: str, seat: str, raw: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        result: dict[str, Any] = execute(room_id, seat, raw)
+        code = "ok" if result.get("ok") else str(result.get("error", {}).get("code", "error"))
+        command_done(str(room_id)[:64], seat, command_type(raw), code,
+                     time.perf_counter() - started)
+        return result
+
+    app.execute = observed
+    _watched.add(app)
+    return app
+
+
+def projection_lag() -> float:
+    lag = 0
+    for app in list(_watched):
+        models = getattr(app, "read_models", None)
+        try:
+            lag = max(lag, models.head() - models.position()) if models is not None else lag
+        except Exception:  # a closed or unreachable store: no figure, not a failed scrape
+            continue
+    return float(lag)
+
+
+def audited(report: dict[str, Any]) -> None:
+    AUDITS.labels("ok" if report.get("ok") else "failed").inc()
+    for name, check in report.get("checks", {}).items():
+        if check.get("ok") is False:
+            AUDIT_FAILURES.labels(name).inc()
+    if not report.get("ok"):
+        log.warning("audit found problems", extra={"fields": {
+            "room": report.get("room"),
+            "checks": [n for n, c in report.get("checks", {}).items() if c.get("ok") is False]}})
+
+
+def stream_opened() -> None:
+    OPEN_STREAMS.inc()
+
+
+def stream_closed() -> None:
+    OPEN_STREAMS.dec()

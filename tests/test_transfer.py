@@ -1,0 +1,135 @@
+"""Moving rooms: export, import, and the round trip SQLite -> PostgreSQL -> SQLite."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from application.audit import audit_room
+from application.rooms import RoomsApp
+from infrastructure.demo import play_demo
+from infrastructure.storage import open_rooms
+from infrastructure.transfer import ImportRefused, export_rooms, import_rooms, parse_export
+from tests.support import long_room
+
+
+def exported(app: RoomsApp, rooms: list[str] | None = None) -> bytes:
+    out = io.BytesIO()
+    export_rooms(app, rooms, out)
+    return out.getvalue()
+
+
+def seen(app: RoomsApp, room: str) -> dict[str, Any]:
+    """Everything a reader is shown of a room, and what its audit replays to."""
+    public = app.public_view(room)
+    seats = [s["faction"] for s in public["seats"]]
+    report = audit_room(app, room)
+    assert report["ok"], report
+    return {"state_hash": report["state_hash"], "events": report["events"],
+            "public": public, "log": app.public_log(room),
+            "views": {seat: app.seat_view(room, seat) for seat in seats}}
+
+
+def test_rooms_go_from_sqlite_to_postgresql_and_back_unchanged(tmp_path: Path, pg_url: str):
+    with open_rooms(f"sqlite:///{tmp_path / 'first.db'}") as first:
+        play_demo(first)
+        rooms = [str(r) for r in first.room_ids()]
+        rooms.append(long_room(first, draws=60))  # past a snapshot interval
+        before = {room: seen(first, room) for room in rooms}
+        text = exported(first)
+    lines = [orjson.loads(line) for line in text.splitlines()]
+    assert len(lines) == sum(b["events"] for b in before.values())
+    assert {line["type"] for line in lines} >= {"RoomCreated", "FeePaid", "SearchOpened",
+                                               "PileShuffled", "ReceiptStaged"}
+
+    with open_rooms(pg_url) as pg:
+        stored = import_rooms(pg, parse_export(text))
+        assert stored == {room: before[room]["events"] for room in rooms}
+        assert {room: seen(pg, room) for room in rooms} == before
+        again = exported(pg, rooms)
+    assert again == text  # the same ids, versions, types, payloads and hashes
+
+    with open_rooms(f"sqlite:///{tmp_path / 'back.db'}") as back:
+        import_rooms(back, parse_export(again))
+        assert {room: seen(back, room) for room in rooms} == before
+        # Commands go on from where the room was: the imported room is a room.
+        room = rooms[-1]
+        done = back.execute(room, "emperor", {"type": "draw"})
+        assert done["ok"] and done["version"] == before[room]["events"] + 1
+        assert audit_room(back, room)["ok"]
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> tuple[RoomsApp, bytes]:
+    app = open_rooms(f"sqlite:///{tmp_path / 'source.db'}")
+    play_demo(app)
+    return app, exported(app)
+
+
+def refused(tmp_path: Path, text: bytes, needle: str) -> None:
+    with open_rooms(f"sqlite:///{tmp_path / 'target.db'}") as target:
+        with pytest.raises(ImportRefused, match=needle):
+            import_rooms(target, parse_export(text))
+        assert list(target.room_ids()) == []  # nothing stored, not even the good rooms
+
+
+def edit(text: bytes, index: int, **changes: Any) -> bytes:
+    lines = text.splitlines()
+    line = orjson.loads(lines[index])
+    line.update(changes)
+    lines[index] = orjson.dumps(line)
+    return b"\n".join(lines) + b"\n"
+
+
+def test_an_import_that_does_not_verify_stores_nothing(tmp_path: Path, source):
+    app, text = source
+    lines = text.splitlines()
+    last_of_second_room = len(lines) - 1
+    second = orjson.loads(lines[-1])
+    first_line = next(i for i, raw in enumerate(lines)
+                      if orjson.loads(raw)["room"] == second["room"])
+    created = orjson.loads(lines[first_line])
+    assert '"spice":10' in created["payload"]
+    # A payload edited (a seat's spice), its hash left as it was.
+    tampered = edit(text, first_line,
+                    payload=created["payload"].replace('"spice":10', '"spice":60', 1))
+    refused(tmp_path, tampered, "hash is not the hash")
+    # The same edit with its hash recomputed: the next event's `prev` gives it away.
+    from application.stream import chain_hash
+
+    body = created["payload"].replace('"spice":10', '"spice":60', 1)
+    rehashed = edit(text, first_line, payload=body,
+                    hash=chain_hash(created["room"], 1, "RoomCreated", body.encode()))
+    refused(tmp_path, rehashed, "does not verify")
+    # A dropped event: versions out of order.
+    dropped = b"\n".join(lines[:last_of_second_room - 1] + lines[last_of_second_room:]) + b"\n"
+    refused(tmp_path, dropped, "where")
+    refused(tmp_path, edit(text, 0, type="NoSuchEvent"), "hash is not the hash|not a stored")
+    refused(tmp_path, text + b"{not json\n", "line")
+    refused(tmp_path, text.replace(b'"version"', b'"versionx"', 1), "exactly")
+    app.close()
+
+
+def test_an_import_naming_an_existing_room_stores_nothing(tmp_path: Path, source):
+    app, text = source
+    with open_rooms(f"sqlite:///{tmp_path / 'target.db'}") as target:
+        first = parse_export(text)[:1]
+        import_rooms(target, first)
+        before = [str(r) for r in target.room_ids()]
+        with pytest.raises(ImportRefused, match="already exists"):
+            import_rooms(target, parse_export(text))
+        assert [str(r) for r in target.room_ids()] == before
+    app.close()
+
+
+def test_an_empty_or_foreign_file_is_refused():
+    with pytest.raises(ImportRefused, match="no events"):
+        parse_export(b"\n\n")
+    with pytest.raises(ImportRefused, match="UTF-8"):
+        parse_export(b"\xff\xfe{}\n")
+    with pytest.raises(ImportRefused, match="exactly"):
+        parse_export(b'{"room": "x"}\n')
