@@ -201,6 +201,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    from infrastructure.page import serve_table
+
+    if not 0 < args.port < 65536:
+        raise Exit(2, "--port must be between 1 and 65535")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        raise Exit(2, "the demo table serves only on a loopback address (127.0.0.1, ::1)")
+    return serve_table(args.db, args.host, args.port)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infrastructure.demo import run_demo
 
@@ -282,6 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1,
                        help="uvicorn worker processes, all on the same storage")
     serve.set_defaults(fn=cmd_serve)
+
+    table = sub.add_parser("table", help="create the demo room, serve it and print its seat pages")
+    table.add_argument("--host", default="127.0.0.1")
+    table.add_argument("--port", type=int, default=8000)
+    table.set_defaults(fn=cmd_table)
     return p
 
 

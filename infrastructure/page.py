@@ -60,7 +60,7 @@ async def play(room: str, request: Request) -> Response:
     return response
 
 
-@router.get("/static/page/{name}", include_in_schema=False)
+@router.api_route("/static/page/{name}", methods=["GET", "HEAD"], include_in_schema=False)
 async def static(name: str) -> Response:
     media = STATIC.get(name)
     if media is None:
@@ -96,7 +96,7 @@ def serve_table(url: str | None, host: str, port: int) -> int:
         print(f"The table: room {created['room']}\n")
         for link in table_links(base, created):
             print(f"  {link['seat']:<10} {link['page']}")
-        print("\nOpen one address per player (each in its own browser or private window),")
+        print("\nOpen one address per player (each in its own tab: the token is kept per tab),")
         print(f"or open {base}/play/{created['room']} and paste that seat's token.")
         print("The tokens are shown once, here. Ctrl-C stops the server.\n", flush=True)
         uvicorn.run(create_app(rooms), host=host, port=port)

@@ -441,40 +441,50 @@
   function renderTruthtrance(answer) {
     const t = view.truthtrance;
     if (!t) return fill('truthtrance');
-    const parts = [h('p', {}, `${t.asker} asks ${t.target}: `), h('blockquote', { text: t.question })];
-    const open = answer.filter((a) => a.answer === undefined);
-    const bound = answer.filter((a) => a.answer !== undefined);
-    parts.push(...bound.map((a) => actionButton(a, `Answer ${a.answer}`
-      + (a.promise ? ` and promise ${a.promise.box ? 'the Box fee' : a.promise.spice + ' spice'}` : ''))));
-    for (const a of open) parts.push(truthtranceForm(a));
-    if (!answer.length) parts.push(h('p', { class: 'hint', text: `Waiting for ${t.target}'s answer.` }));
-    fill('truthtrance', parts);
+    const promised = (a) => (a.promise && a.promise.box ? ` and promise the fee of ${cardName(a.promise.box)}` : '');
+    fill('truthtrance',
+      h('p', {}, `${t.asker} asks ${t.target}:`), h('blockquote', { text: t.question }),
+      answer.length ? h('div', { class: 'row wrap' }, answer.filter((a) => !a.free).map((a) =>
+        actionButton(a, `Answer ${a.answer}${promised(a)}`, a.answer === 'yes' ? 'primary' : null)))
+        : h('p', { class: 'hint', text: `Waiting for ${t.target}'s answer.` }),
+      answer.filter((a) => a.free).map((a) => freeForm(a, `Answer ${a.answer} and promise spice`)));
   }
 
-  function truthtranceForm(action) {
-    const boxes = view.me.hand.filter((c) => c.name === 'Nullentropy Box');
-    const form = h('form', { class: 'stack', 'data-key': keyOf(action) + ':form' },
-      h('fieldset', {}, h('legend', { text: 'Your answer' }),
-        ['yes', 'no'].map((v) => h('label', { class: 'inline' },
-          h('input', { type: 'radio', name: 'answer', value: v, required: true }), ' ' + v))),
-      h('label', { for: 'promise-kind', text: 'Promise (optional)' }),
-      h('select', { id: 'promise-kind', name: 'promise' },
-        h('option', { value: '', text: 'No promise' }),
-        boxes.map((c) => h('option', { value: 'box:' + c.id, text: `The fee of a future ${c.name} activation` })),
-        h('option', { value: 'spice', text: 'Spice' })),
-      h('label', { for: 'promise-spice', text: 'Spice promised' }),
-      h('input', { id: 'promise-spice', name: 'spice', type: 'number', min: '1', step: '1', inputmode: 'numeric' }),
-      h('button', { type: 'submit', class: 'primary' }, 'Send my answer'));
+  // An action with `free` fields is sent with values the player writes, within the bounds
+  // the server described; the server still checks them.
+  function freeForm(action, title) {
+    const { free, ...command } = action;
+    const key = keyOf(action);
+    const inputs = Object.entries(free).map(([name, spec]) => {
+      const id = 'f' + Math.abs(hash(key + name));
+      const input = spec.kind === 'spice_promise'
+        ? h('input', { id, type: 'number', min: spec.min, max: spec.max, step: '1', required: true,
+          inputmode: 'numeric', 'data-key': key + ':' + name })
+        : h('input', { id, type: 'text', required: true, minlength: spec.min_length,
+          maxlength: spec.max_length, 'data-key': key + ':' + name });
+      const what = spec.kind === 'spice_promise' ? `spice (${spec.min} to ${spec.max})`
+        : spec.kind === 'card' ? `card (${spec.of})` : name;
+      return { name, spec, input, label: h('label', { for: id, text: what }) };
+    });
+    const form = h('form', { class: 'stack free' }, h('p', { class: 'title', text: title }),
+      inputs.map((f) => [f.label, f.input]),
+      h('button', { type: 'submit', 'data-key': key }, 'Send'));
     form.addEventListener('submit', (e) => {
       e.preventDefault();
-      const data = new FormData(form);
-      const kind = String(data.get('promise') || '');
-      let promise = null;
-      if (kind.startsWith('box:')) promise = { box: kind.slice(4) };
-      else if (kind === 'spice') promise = { spice: Number(data.get('spice')) };
-      send({ ...action, answer: data.get('answer'), promise }, form.querySelector('button'));
+      const values = {};
+      for (const f of inputs) {
+        const raw = f.input.value.trim();
+        values[f.name] = f.spec.kind === 'spice_promise' ? { spice: Number(raw) } : raw;
+      }
+      send({ ...command, ...values }, form.querySelector('button'));
     });
     return form;
+  }
+
+  function hash(text) {
+    let n = 0;
+    for (const ch of text) n = (n * 31 + ch.codePointAt(0)) | 0;
+    return n;
   }
 
   function renderSemuta(semuta) {
@@ -509,31 +519,23 @@
   function renderAutopilot(set) {
     if (!set.length) return fill('autopilot');
     const current = view.me.autopilot;
-    const profiles = set.find((a) => Array.isArray(a.profiles))?.profiles || PROFILES;
-    const bound = set.filter((a) => a.enabled !== undefined);
-    const parts = [h('p', { id: 'autopilot-now' },
-      current ? `On, profile ${current}: the server plays this seat.` : 'Off: you play this seat.')];
-    if (bound.length) {
-      parts.push(h('div', { class: 'row' }, bound.map((a) => actionButton(a, a.enabled
-        ? `Autopilot on (${a.profile || 'default'})` : 'Autopilot off'))));
-    } else {
-      const template = set[0];
-      const select = h('select', { id: 'autopilot-profile', 'data-key': 'autopilot-profile' },
-        profiles.map((p) => h('option', { value: p, selected: p === current, text: p })));
-      parts.push(h('label', { for: 'autopilot-profile', text: 'Profile' }), select,
-        h('div', { class: 'row' },
-          h('button', { type: 'button', 'data-key': 'autopilot-on',
-            onclick: (e) => send({ ...template, enabled: true, profile: select.value }, e.currentTarget) },
-          current ? 'Change profile' : 'Turn autopilot on'),
-          current ? h('button', { type: 'button', 'data-key': 'autopilot-off',
-            onclick: (e) => send({ ...template, enabled: false, profile: null }, e.currentTarget) },
-          'Turn autopilot off') : null));
-    }
-    fill('autopilot', parts);
+    const on = set.filter((a) => a.enabled);
+    const off = set.find((a) => !a.enabled);
+    const select = on.length ? h('select', { id: 'autopilot-profile', 'data-key': 'autopilot-profile' },
+      on.map((a, i) => h('option', { value: String(i), text: a.profile }))) : null;
+    fill('autopilot',
+      h('p', { id: 'autopilot-now' },
+        current ? `On, profile ${current}: the server plays this seat.` : 'Off: you play this seat.'),
+      select ? [h('label', { for: 'autopilot-profile', text: 'Profile' }), select] : null,
+      h('div', { class: 'row wrap' },
+        select ? h('button', { type: 'button', 'data-key': 'autopilot-on',
+          onclick: (e) => send(on[Number(select.value)], e.currentTarget) },
+        current ? 'Switch to this profile' : 'Turn autopilot on') : null,
+        off ? actionButton(off, 'Turn autopilot off') : null));
   }
 
   function label(a) {
-    const fields = Object.entries(a).filter(([k]) => k !== 'type')
+    const fields = Object.entries(a).filter(([k]) => k !== 'type' && k !== 'free')
       .map(([k, v]) => `${k}: ${k === 'card' || k === 'give' ? cardName(v) : JSON.stringify(v)}`);
     const name = { draw: 'Draw a card', discard: 'Discard', distrans: 'Distrans',
       offer_gift: 'Offer a gift', guild_stop: 'Guild stop', enter_territory: 'Enter a territory',
@@ -542,8 +544,13 @@
   }
 
   function renderMore(rest) {
-    fill('more', rest.length ? h('div', { class: 'row wrap' }, rest.map((a) => actionButton(a, label(a))))
-      : null);
+    const types = [...new Set(rest.map((a) => a.type))];
+    fill('more', types.map((type) => {
+      const group = rest.filter((a) => a.type === type);
+      return h('div', { class: 'group' },
+        h('div', { class: 'row wrap' }, group.filter((a) => !a.free).map((a) => actionButton(a, label(a)))),
+        group.filter((a) => a.free).map((a) => freeForm(a, label(a))));
+    }));
   }
 
   // --- the token -------------------------------------------------------------
