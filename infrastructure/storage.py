@@ -341,10 +341,10 @@ def private_files(path: str) -> None:
     try:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     except IsADirectoryError:
-        raise UsageError(f"the database '{path}' is a directory: give a file, "
-                         "sqlite:///PATH") from None
+        raise UsageError(f"the database '{path}' cannot be used: it is a directory "
+                         "(give a file: sqlite:///PATH)") from None
     except OSError as e:
-        raise UsageError(f"cannot open the database '{path}': {e.strerror}") from None
+        raise UsageError(f"the database '{path}' cannot be used: {e.strerror}") from None
     for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
         try:
             if os.stat(name).st_mode & 0o077:

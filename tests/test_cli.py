@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.conftest import database
 from tests.support import layout
 
 BOX = "nullentropy-box"
@@ -326,7 +327,14 @@ def test_a_timeout_that_is_not_a_number_of_seconds_is_refused(cli: Cli):
     assert waited.returncode == 1 and "timeout" in waited.stderr
 
 
-def test_a_postgresql_url_passes_its_query_to_libpq(cli: Cli, pg_url: str):
+def test_a_postgresql_url_passes_its_query_to_libpq(cli: Cli):
+    # A database of its own: the session's holds rooms other tests signed with other
+    # keys or damaged on purpose, which an audit of every room rightly reports.
+    with database("dl_libpq") as pg_url:
+        _passes_query_to_libpq(cli, pg_url)
+
+
+def _passes_query_to_libpq(cli: Cli, pg_url: str) -> None:
     done = cli("audit", "--all", "--db", pg_url + "?sslmode=require")
     no_traceback(done)
     # The server of the suite has no TLS: libpq was asked for it, and says so.
