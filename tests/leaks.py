@@ -7,10 +7,13 @@ entry, an error, CLI output) to JSON text, and looks for those ids in it.
 
 What a seat may know at a version: its own hand, its receipts, the top of
 the discard pile (face up), removed cards, the Box of an open search (played
-face up), and, only while its own search is open, that search's candidates.
+face up), the cards of an open Semuta window (discarded face up), the
+cards of shipping-cost records (spent face up), and,
+only while its own search is open, that search's candidates.
 Everything else is hidden from it: other hands, the deck, the cache and the
 pile below its top (the search inventory and the pile order). The public
-reader knows the same minus anything of a seat's own.
+reader knows the same minus anything of a seat's own. The ally offered a gift
+knows its card while the offer is open.
 
 Spice: a seat's view may carry a key `spice` only at `me.spice`; the public
 view and the log carry none.
@@ -44,6 +47,16 @@ def face_up(state: RoomState) -> set[str]:
     known = set(state.discard[-1:]) | set(state.removed)
     if state.search is not None:
         known.add(state.search.box)
+    # A shipment's Karama was spent face up: its record's card is public (RULES 3.5),
+    # and so is a Guild stop's refund of it (RULES 7).
+    known.update(sc.card for sc in state.shipping_costs)
+    window = state.control.response
+    if window is not None and window.kind == "semuta":
+        # A Semuta window is bound to a public discard (RULES 3.6): it may name those
+        # cards, even once a later discard covers them. (Whether it closes when a
+        # search takes one is a control leak, which no name scan sees: see
+        # tests/test_fuzz_commands.py.)
+        known.update(window.data.get("cards", []))
     return known
 
 
@@ -60,6 +73,9 @@ def hidden_from_seat(state: RoomState, seat: str, *, candidates: bool = True) ->
     for r in state.receipts:
         if r.buyer == seat:
             known.update(c for c in (r.card, getattr(r, "bonus", None)) if c)
+    gift = state.gift
+    if gift is not None and gift.get("to") == seat:
+        known.add(gift["card"])  # an open offer shows its card to the ally (domain/gifts.py)
     search = state.search
     if candidates and search is not None and search.owner == seat:
         known.update(cid for cid in search.discard if not is_box(cid))
@@ -98,13 +114,21 @@ def seat_view_problems(state: RoomState, seat: str, view: Any, where: str,
     return problems
 
 
-def public_problems(state: RoomState, data: Any, where: str, event: Any = None) -> list[str]:
+def public_problems(state: RoomState, data: Any, where: str, event: Any = None,
+                    before: RoomState | None = None) -> list[str]:
+    """`data` sent out after the append that made `state`; `before`, the state before
+    that append, when a card the public saw then may be named (a Semuta take of the
+    face-up top card)."""
     problems = []
     leak = named(data) & hidden_from_public(state, event)
+    if before is not None:
+        leak &= hidden_from_public(before, event)
     if leak:
         problems.append(f"{where}: the public sees hidden {sorted(leak)}")
-    if spice_paths(data):
-        problems.append(f"{where}: public data carries spice at {spice_paths(data)}")
+    # A Truthtrance promise of spice is part of the public answer (domain/truthtrance.py).
+    spice = [p for p in spice_paths(data) if p[-2:] != ("promise", "spice")]
+    if spice:
+        problems.append(f"{where}: public data carries spice at {spice}")
     text = orjson.dumps(data).decode()
     if "withheld" in text:
         problems.append(f"{where}: withheld by the projection guard")
@@ -148,6 +172,15 @@ def scan_room(app: RoomsApp, room: str) -> list[str]:
     records = app.records(uid)
     states = states_by_version(records)
     last = records[-1].originator_version
+    # A log entry goes out with its whole append (RULES 7: nobody reads inside one),
+    # so it is judged by what the public knew before the append or knows after it.
+    ends = {rec.append: rec.originator_version for rec in records}
+    appends = {rec.originator_version: rec.append for rec in records}
+
+    def entry_problems(v: int, entry: Any, where: str, fact: Any) -> list[str]:
+        a = appends[v]
+        return public_problems(states[ends[a]], entry, where, fact, before=states.get(a - 1))
+
     final = states[last]
     problems: list[str] = []
     step = ReadModels(None, None, MemoryStore())
@@ -162,7 +195,7 @@ def scan_room(app: RoomsApp, room: str) -> list[str]:
         problems += public_problems(state, step.public_view(room), f"v{v} public view")
         log = step.public_log(room)
         for entry in log[seen_log:]:
-            problems += public_problems(state, entry, f"v{v} log entry", rec.fact)
+            problems += entry_problems(v, entry, f"v{v} log entry", rec.fact)
         seen_log = len(log)
         for seat in state.seats:
             still_open = (state.search is not None and final.search is not None
@@ -177,7 +210,7 @@ def scan_room(app: RoomsApp, room: str) -> list[str]:
     by_version = {rec.originator_version: rec.fact for rec in records}
     for entry in app.public_log(room):
         v = entry["version"]
-        problems += public_problems(states[v], entry, f"served log v{v}", by_version[v])
+        problems += entry_problems(v, entry, f"served log v{v}", by_version[v])
     return problems
 
 
