@@ -386,8 +386,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("note: memory:// keeps nothing: the rooms are gone when the server stops",
               file=sys.stderr)
     environment(url)  # a bad URL is a usage error now, not a crash inside the server
+    check_listen(args.host, args.port)
     serve(url, args.host, args.port, args.workers)
     return 0
+
+
+def check_listen(host: str, port: int) -> None:
+    """An address this machine cannot listen on is a usage error, not uvicorn's exit 3."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        raise Exit(2, f"--host {host!r} is not an address to listen on ({e}): give an IP "
+                      "address or a name of this machine, e.g. 127.0.0.1") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as e:
+            raise Exit(2, f"cannot listen on {host}:{port}: {e.strerror}: give --host an "
+                          "address of this machine and --port a free port") from None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -335,3 +335,19 @@ def test_a_postgresql_url_passes_its_query_to_libpq(cli: Cli, pg_url: str):
     assert plain.returncode == 0, plain.stderr
     unknown = cli("audit", "--all", "--db", pg_url + "?colour=red")
     assert unknown.returncode == 2 and "libpq" in unknown.stderr
+
+
+def test_serve_refuses_an_address_it_cannot_listen_on(cli: Cli):
+    import socket
+
+    bad = cli("serve", "--host", "256.1.1.1")
+    no_traceback(bad)
+    assert bad.returncode == 2 and "256.1.1.1" in bad.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        busy = cli("serve", "--port", port)
+    no_traceback(busy)
+    assert busy.returncode == 2 and "cannot listen" in busy.stderr
+    assert cli("serve", "--port", "70000").returncode == 2
