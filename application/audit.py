@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import multiprocessing
 import time
 from collections import Counter
@@ -17,13 +18,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import orjson
 
 from application.rooms import RoomFold, RoomsApp, gc_paused, room_uuid
-from application.stream import GENESIS, Recorded, RoomSnapshot, chain_hash
+from application.stream import (
+    APPEND,
+    GENESIS,
+    Recorded,
+    RoomSnapshot,
+    Signer,
+    Undecodable,
+    chain_hash,
+)
 from domain.catalog import room_cards
 from domain.errors import Rejection
 from domain.events import DiscardReshuffled, PileShuffled, RoomCreated
@@ -39,7 +48,12 @@ SHUFFLES = (PileShuffled, DiscardReshuffled)
 
 
 def state_hash(state: RoomState) -> str:
-    canonical = orjson.dumps(state.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+    data = state.model_dump(mode="json")
+    try:
+        canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # an integer beyond 64 bits (a forged or overflowing amount)
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"),
+                               ensure_ascii=False).encode()
     return hashlib.sha256(canonical).hexdigest()
 
 
@@ -70,11 +84,14 @@ class Start:
     head: str
 
 
-def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None = None,
-                  start: Start | None = None) -> tuple[dict[str, Any], RoomState | None]:
+def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undecodable],
+                  fold: RoomFold | None = None, start: Start | None = None,
+                  signer: Signer | None = None) -> tuple[dict[str, Any], RoomState | None]:
     """Replay and check `records` (from the first event, or the events after `start`,
     whose first begins an append); `fold` (the read models' own) sees the state after
-    each event the replay applied, in order, and nothing after one it could not."""
+    each event the replay applied, in order, and nothing after one it could not.
+    `signer`: the server's key, to check the signature of every append (None: the
+    hashes only, for streams built by hand)."""
     checks = {name: Check() for name in CHECKS}
     chain, conserved = checks["chain_intact"], checks["cards_conserved"]
     state: RoomState | None = None
@@ -98,16 +115,29 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
         catalog_ids, catalog_size = frozenset(cards), len(cards)
         spice = initial_state(start.created).total_spice()
 
+    verify = signer.verify if signer is not None else None
     for i, rec in enumerate(records, start=offset):
         v = rec.originator_version
         if v != i + 1:
             chain.fail(f"version {v} found where {i + 1} was expected")
+        if type(rec) is not Recorded:  # a row that cannot be read: nothing after it replays
+            assert isinstance(rec, Undecodable)
+            chain.fail(f"version {v} ({rec.topic}): {rec.problem}")
+            break
         if rec.prev_hash != prev_hash:
             chain.fail(f"version {v} does not carry its predecessor's hash")
         fact = rec.fact
         if rec.originator_id is not room and rec.originator_id != room:
             room, room_text = rec.originator_id, str(rec.originator_id)
         prev_hash = chain_hash(room_text, v, fact.type, rec.body())
+        ends_append = i - offset == last or \
+            getattr(records[i - offset + 1], "append", None) != rec.append
+        if verify is not None and ends_append:
+            if rec.signature is None:
+                chain.fail(f"version {v}: its append is not signed")
+            elif not verify(APPEND + prev_hash.encode(), rec.signature):
+                chain.fail(f"version {v}: the signature of its append does not verify "
+                           "with the server's key")
 
         try:
             if state is None:
@@ -154,9 +184,8 @@ def audit_records(room_id: str, records: list[Recorded], fold: RoomFold | None =
                 f"version {v}: seats and bank hold {total}, not {spice}"
             )
         # When an append ends, a hand that grew in it may not end above its limit.
-        if v > 1 and hands != hands_before and (
-            i - offset == last or records[i - offset + 1].append != rec.append
-        ) and any(map(int.__gt__, hands, limits)):
+        if v > 1 and hands != hands_before and ends_append \
+                and any(map(int.__gt__, hands, limits)):
             for seat, held_now, before in zip(state.seats, hands, hands_before, strict=False):
                 if held_now > before and held_now > seat.limit:
                     checks["hands_within_limits"].fail(
@@ -184,23 +213,47 @@ def _baseline(state: RoomState) -> tuple[Counter[str], list[int], list[int]]:
 def audit_room(app: RoomsApp, room_id: str, processes: int = 1,
                part_min: int = PART_MIN) -> dict[str, Any]:
     """Replay and check one room; with `processes` > 1, a long room is audited in
-    parts (at least `part_min` events each), one process per part (`audit_in_parts`)."""
+    parts (at least `part_min` events each), one process per part (`audit_in_parts`).
+    A room that cannot be audited at all is reported as such, never raised (RULES 8);
+    an unknown room is a Rejection."""
     with gc_paused():
-        if processes > 1:
-            report = audit_in_parts(app, room_uuid(room_id), processes, part_min)
-            if report is not None:
-                return report
-        return _audit_room(app, room_id)
+        try:
+            if processes > 1:
+                report = audit_in_parts(app, room_uuid(room_id), processes, part_min)
+                if report is not None:
+                    return report
+            return _audit_room(app, room_id)
+        except Rejection as r:
+            if r.code == "unknown_room":
+                raise
+            return unauditable(room_id, r.message)
+        except Exception as e:  # the audit's own failure on a stream: reported, not raised
+            return unauditable(room_id, f"the audit stopped: {type(e).__name__}: {e}")
+
+
+def unauditable(room_id: str, problem: str) -> dict[str, Any]:
+    checks: dict[str, Any] = {name: {"ok": None, "details": ["not checked"]} for name in CHECKS}
+    checks["chain_intact"] = {"ok": False, "details": [problem]}
+    return {"room": room_id, "events": None, "version": None, "state_hash": None,
+            "checks": checks, "ok": False}
 
 
 def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
     uid = room_uuid(room_id)
-    records = app.records(uid)
-    if not records:
+    stored = app.stored_records(uid)
+    if not stored:
         raise Rejection("unknown_room", f"no room '{room_id}'")
     models = app.read_models
     fold = models.room_fold(uid) if models is not None else None
-    report, replayed = audit_records(str(uid), records, fold)
+    report, replayed = audit_records(str(uid), stored, fold, signer=app.signer)
+    if any(type(rec) is not Recorded for rec in stored):
+        report["checks"]["live_state_matches"] = {
+            "ok": None, "details": ["not checked: the stream cannot be read whole"]}
+        report["checks"]["read_models_match"] = {
+            "ok": None, "details": ["not checked: the stream cannot be read whole"]}
+        report["ok"] = False
+        return report
+    records = cast("list[Recorded]", stored)
     # Commands may land while the audit runs: the room is checked at the version read.
     live = _live_state_hash(app, uid, records[-1].originator_version)
     matches = replayed is not None and state_hash(replayed) == live
@@ -430,7 +483,7 @@ def _audit_part(app: RoomsApp, uid: UUID, snapshot: RoomSnapshot | None,
                       after, snapshot.state["head"])
     start_hash = state_hash(start.state) if start is not None else None
     fold = app.read_models.part_fold(uid, after, upto)
-    report, state = audit_records(str(uid), records, fold, start)
+    report, state = audit_records(str(uid), records, fold, start, app.signer)
     rows = fold.verdict(records)
     if state is None or rows is None or not all(c["ok"] for c in report["checks"].values()):
         return None
@@ -472,9 +525,17 @@ def _live_state_hash(app: RoomsApp, uid: UUID, version: int) -> str:
         if room.version > version:
             room = app.load(uid, version=version)
         return state_hash(room.state)
-    except Exception as e:  # a stream that no longer loads is itself a finding
+    except Rejection as r:  # a stream that no longer loads is itself a finding
+        return f"unloadable: {r.message}"
+    except Exception as e:
         return f"unloadable: {type(e).__name__}"
 
 
 def audit_all(app: RoomsApp, processes: int = 1) -> list[dict[str, Any]]:
-    return [audit_room(app, str(rid), processes) for rid in app.room_ids()]
+    reports = []
+    for rid in app.room_ids():
+        try:
+            reports.append(audit_room(app, str(rid), processes))
+        except Rejection as r:  # its first event is there, the rest is not
+            reports.append(unauditable(str(rid), r.message))
+    return reports

@@ -12,11 +12,13 @@ import gc
 import hashlib
 import random
 import secrets
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID, uuid4
@@ -24,7 +26,17 @@ from uuid import UUID, uuid4
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Recording
 
-from application.stream import Recorded, Room, RoomSnapshot, project_room
+from application.stream import (
+    Damaged,
+    Recorded,
+    Room,
+    RoomSnapshot,
+    Signer,
+    Stored,
+    Undecodable,
+    project_room,
+    verified_room,
+)
 from domain import views
 from domain.commands import Command, parse_command
 from domain.errors import Rejection
@@ -73,8 +85,12 @@ class RoomsApp(Application[UUID]):
     snapshotting_projectors: ClassVar[dict[type[Any], Any]] = {Room: project_room}
 
     def __init__(
-        self, env: dict[str, str] | None = None, *, randomness: RandomnessFactory
+        self, env: dict[str, str] | None = None, *, randomness: RandomnessFactory,
+        signer: Signer,
     ) -> None:
+        # The server's key (infrastructure/keys.py): every append is signed with it,
+        # every load checks with it (application/stream.verified_room).
+        self.signer = signer
         super().__init__(env)
         interval = self.env.get("DUNE_LEDGER_SNAPSHOT_INTERVAL")
         if interval:
@@ -93,7 +109,9 @@ class RoomsApp(Application[UUID]):
             return super().save(*objs, **kwargs)
         processing_event: ProcessingEvent[UUID] = ProcessingEvent()
         for room in objs:
-            processing_event.events.extend(room.collect_events())
+            events = room.collect_events()
+            self._sign(events)
+            processing_event.events.extend(events)
             processing_event.aggregates[room.id] = room
         processing_event.saved_kwargs.update(kwargs)
         recordings = self._record(processing_event)
@@ -101,12 +119,29 @@ class RoomsApp(Application[UUID]):
         self._notify(recordings)
         return recordings
 
+    def _sign(self, events: list[Recorded]) -> None:
+        """Sign the last event of each append (one per command; a batch save may hold
+        several): its hash covers every event before it."""
+        sign = self.signer.sign
+        for i, rec in enumerate(events):
+            if i + 1 == len(events) or events[i + 1].append != rec.append:
+                rec.signature = sign(rec.signed_message())
+
     def _take_snapshots(self, processing_event: ProcessingEvent[UUID]) -> None:
         """Snapshot the room just saved, from memory, when its append crossed an interval.
 
         The library would reload the room from the store to snapshot it; the
-        saved aggregate already holds exactly the state its events produce.
+        saved aggregate already holds exactly the state its events produce. The
+        events are stored by now: a snapshot that cannot be made (a state the store
+        cannot encode) is skipped and said on stderr, never the command's failure.
         """
+        try:
+            self._snapshot(processing_event)
+        except Exception as e:  # the loads fold more events until the next snapshot
+            print(f"dune-ledger: a snapshot was skipped: {type(e).__name__}: {e}",
+                  file=sys.stderr)
+
+    def _snapshot(self, processing_event: ProcessingEvent[UUID]) -> None:
         if self.snapshots is None:
             return
         interval = self.snapshotting_intervals.get(Room)
@@ -118,7 +153,10 @@ class RoomsApp(Application[UUID]):
             versions = [e.originator_version for e in processing_event.events
                         if e.originator_id == room.id]
             if versions and versions[-1] // interval > (versions[0] - 1) // interval:
-                self.snapshots.put([RoomSnapshot.take(room)])
+                snapshot = RoomSnapshot.take(room)
+                snapshot = replace(snapshot, stored=snapshot.body())
+                self.snapshots.put([replace(snapshot, signature=self.signer.sign(
+                    snapshot.signed_message()))])
 
     # --- writes ---------------------------------------------------------------
 
@@ -153,20 +191,32 @@ class RoomsApp(Application[UUID]):
             except Rejection as r:
                 return {"ok": False, "version": 0, "error": r.as_error()}
             room.written_elsewhere |= lost_a_race
-            outcome = self._decide(room, seat, command)
-            if not isinstance(outcome, Tx) and not as_stored:
-                # A stale room may answer what the stored room would not: the answer
-                # counts only once the room is known to be as stored.
-                kept_at = room.version
-                room = self._up_to_date(room)
-                if room.version != kept_at:
-                    outcome = self._decide(room, seat, command)
-            if not isinstance(outcome, Tx):
-                self.kept.keep(room)
-                return outcome
-            decided_on = room.version
-            room.record(outcome.events, outcome.state, seat=seat,
-                        command_id=command.command_id, at=now())
+            try:
+                outcome = self._decide(room, seat, command)
+                if not isinstance(outcome, Tx) and not as_stored:
+                    # A stale room may answer what the stored room would not: the answer
+                    # counts only once the room is known to be as stored.
+                    kept_at = room.version
+                    room = self._up_to_date(room)
+                    if room.version != kept_at:
+                        outcome = self._decide(room, seat, command)
+                if not isinstance(outcome, Tx):
+                    self.kept.keep(room)
+                    return outcome
+                decided_on = room.version
+                room.record(outcome.events, outcome.state, seat=seat,
+                            command_id=command.command_id, at=now())
+            except Rejection as r:  # the room does not verify (`_up_to_date`)
+                return {"ok": False, "version": 0, "error": r.as_error()}
+            except Exception as e:
+                # The rules or the encoding failed on this room's state: nothing is
+                # stored, the room is not kept, and the other rooms go on (RULES 8).
+                print(f"dune-ledger: room {room.id}: {type(e).__name__}: {e}", file=sys.stderr)
+                return {"ok": False, "version": 0, "error": {
+                    "code": "room_damaged",
+                    "message": f"room {room.id} cannot take this command: its stored state "
+                               f"does not fit the rules; an operator should run "
+                               f"`dune-ledger audit {room.id}`"}}
             appended = list(room.pending)
             try:
                 self.save(room)
@@ -250,35 +300,62 @@ class RoomsApp(Application[UUID]):
             stored = self.load(room.id)
             stored.written_elsewhere = room.written_elsewhere or stored.version != room.version
             return stored
-        newer = self.records(room.id, gt=room.version)
+        newer = self.stored_records(room.id, gt=room.version)
         if newer:
-            project_room(room, newer)
-            room.written_elsewhere = True
+            version = room.version
+            try:
+                verified_room(newer, self.signer, room=room)
+            except Damaged as d:
+                raise damaged(room.id, d, self.signer) from None
+            room.written_elsewhere = room.version != version
         return room
 
     def load(self, room_id: str | UUID, version: int | None = None) -> Room:
+        """The room as stored (at `version`), verified as it is folded (RULES 8: a room
+        that does not verify is refused with `room_damaged`)."""
         uid = room_uuid(room_id)
         select_room = getattr(self.recorder, "select_room", None)
-        if version is None and select_room is not None:
-            # The store reads the latest snapshot and the events after it in one
-            # round trip (infrastructure/postgres.py); the fold is the library's.
-            stored = [cast("Recorded | RoomSnapshot", self.mapper.to_domain_event(e))
-                      for e in select_room(uid)]
-            latest = project_room(None, stored)
-            if latest is None:
-                raise Rejection("unknown_room", f"no room '{room_id}'")
-            return latest
+        signer = self.signer
         try:
-            room: Room = self.repository.get(uid, version=version, projector_func=project_room)
+            if version is None and select_room is not None:
+                # The store reads the latest snapshot and the events after it in one
+                # round trip (infrastructure/postgres.py).
+                stored = [cast(Stored, self.mapper.to_domain_event(e))
+                          for e in select_room(uid)]
+                latest = verified_room(stored, signer)
+                if latest is None:
+                    raise Rejection("unknown_room", f"no room '{room_id}'")
+                return latest
+
+            def fold(_: Room | None, items: Any) -> Room | None:
+                return verified_room(items, signer, whole=version is None)
+
+            room: Room = self.repository.get(uid, version=version, projector_func=fold)
         except AggregateNotFoundError:
             raise Rejection("unknown_room", f"no room '{room_id}'") from None
+        except Damaged as d:
+            raise damaged(uid, d, signer) from None
         assert isinstance(room, Room)
         return room
 
     def records(
         self, room_id: UUID, gt: int | None = None, lte: int | None = None
     ) -> list[Recorded]:
-        """The room's events (those after `gt`, up to `lte`).
+        """The room's events (those after `gt`, up to `lte`); `room_damaged` when one
+        of them cannot be read (the audit reads them with `stored_records`)."""
+        stored = self.stored_records(room_id, gt, lte)
+        for rec in stored:
+            if type(rec) is not Recorded:
+                assert isinstance(rec, Undecodable)
+                raise damaged(room_id, Damaged(rec.originator_version, rec.problem),
+                              self.signer)
+        return cast("list[Recorded]", stored)
+
+    def stored_records(
+        self, room_id: UUID, gt: int | None = None, lte: int | None = None
+    ) -> list[Recorded | Undecodable]:
+        """The room's events (those after `gt`, up to `lte`) as stored, each row that
+        cannot be read as an Undecodable.
 
         A stream (an audit's read) may be long: it is read with the collector
         paused, and as plain rows where the store offers them (a StoredEvent and a
@@ -288,9 +365,10 @@ class RoomsApp(Application[UUID]):
         stream = getattr(self.mapper, "stream", None)
         with gc_paused():
             if select_stream is not None and stream is not None:
-                return cast("list[Recorded]", stream(room_id, select_stream(room_id, gt, lte)))
+                return cast("list[Recorded | Undecodable]",
+                            stream(room_id, select_stream(room_id, gt, lte)))
             return [e for e in self.events.get(room_id, gt=gt, lte=lte)
-                    if isinstance(e, Recorded)]
+                    if isinstance(e, Recorded | Undecodable)]
 
     def room_ids(self) -> Iterator[UUID]:
         """Every room, in creation order, from the notification log."""
@@ -332,7 +410,7 @@ class RoomsApp(Application[UUID]):
         if public is None:
             raise Rejection("unknown_room", f"no room '{room_id}'")
         if public.get("damaged"):
-            raise Rejection("room_unavailable", public["withheld"])
+            raise Rejection("room_damaged", public["withheld"])
         return self.read_models, room
 
     def seat_view(self, room_id: str, seat: str) -> dict[str, Any]:
@@ -485,6 +563,15 @@ class PartFold(RoomFold, Protocol):
     def verdict(self, records: list[Recorded]) -> dict[str, Any] | None:
         """`entries`, `first_seq`, `log_equal` (and `views_equal`, `version`,
         `log_version` for the last part); None when the rows could not be made."""
+
+
+def damaged(room_id: UUID, d: Damaged, signer: Signer) -> Rejection:
+    """The refusal of every command on a room that does not verify: for the operator."""
+    missing = getattr(signer, "missing", None)
+    why = missing() if missing is not None else None
+    return Rejection("room_damaged", f"room {room_id} is damaged at version {d.version}: "
+                     f"{d.problem}{f' ({why})' if why else ''}; its commands are refused "
+                     f"until an operator restores it (run `dune-ledger audit {room_id}`)")
 
 
 def room_uuid(room_id: str | UUID) -> UUID:

@@ -5,6 +5,14 @@ domain fact plus who sent it (seat, command id), which append it belongs to,
 when it was recorded, and the hash of its predecessor. `Room` is the
 aggregate the library rebuilds from them; `RoomSnapshot` keeps a long room
 fast to load.
+
+The chain is signed (docs/security.md): the last event of every append
+carries an Ed25519 signature over `APPEND + its chain hash`, stored as the
+last key (`"sig"`) of its stored JSON; the chain hash covers the payload
+without it, so a signature is checked without re-serializing anything. A
+snapshot is signed the same way over the hash of its own payload. A writer
+without the server's key can edit rows and recompute every hash, but cannot
+make the signatures: `verified_room` (every load) and the audit find it.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import orjson
@@ -23,6 +31,48 @@ from domain.rules import apply, initial_state
 from domain.state import RoomState
 
 GENESIS = "0" * 64
+# What a signature signs, before the hex chain hash: never the same bytes for an
+# append and a snapshot.
+APPEND = b"dune-ledger:append:"
+SNAPSHOT = b"dune-ledger:snapshot:"
+SIGNATURE_CHARS = 88  # base64 of an Ed25519 signature (64 bytes)
+SIG_OPEN = b',"sig":"'  # the signature is the last key of a stored JSON object
+SIG_SUFFIX = len(SIG_OPEN) + SIGNATURE_CHARS + 2  # ,"sig":"...."}
+
+
+class Signer(Protocol):
+    """The server's key (infrastructure/keys.py): signs appends, checks signatures."""
+
+    def sign(self, message: bytes) -> str: ...
+
+    def verify(self, message: bytes, signature: str) -> bool: ...
+
+
+class Damaged(Exception):
+    """A room's stored stream does not verify (RULES 8): the version where, and what.
+
+    The text is for the operator and may be shown to a seat: it names a check and a
+    version, never a card or an amount."""
+
+    def __init__(self, version: int, problem: str) -> None:
+        super().__init__(f"version {version}: {problem}")
+        self.version = version
+        self.problem = problem
+
+
+def signed(plain: bytes, signature: str | None) -> bytes:
+    """A stored JSON object with `signature` added as its last key."""
+    if signature is None:
+        return plain
+    return plain[:-1] + SIG_OPEN + signature.encode() + b"\"}"
+
+
+def unsigned(plain: bytes) -> tuple[bytes, str | None]:
+    """A stored JSON object without its signature (the bytes the hash covers), and the
+    signature; (plain, None) when it carries none."""
+    if plain[-SIG_SUFFIX:-SIGNATURE_CHARS - 2] == SIG_OPEN and plain.endswith(b'"}'):
+        return plain[:-SIG_SUFFIX] + b"}", plain[-SIGNATURE_CHARS - 2:-2].decode("ascii")
+    return plain, None
 
 
 def chain_hash(room: str, version: int, event_type: str, body: bytes) -> str:
@@ -43,7 +93,9 @@ class Recorded:
     append: int  # the version of the first event of the same atomic append
     at: str  # ISO time of recording: for operators, never read by the rules
     meta: dict[str, Any] = field(default_factory=dict)
-    stored: bytes | None = None
+    stored: bytes | None = None  # the payload's bytes, without the signature
+    # The last event of an append: the server's signature over APPEND + its hash.
+    signature: str | None = None
 
     @property
     def timestamp(self) -> datetime:
@@ -67,10 +119,19 @@ class Recorded:
         }
 
     def body(self) -> bytes:
-        """The stored bytes: the payload as JSON, made once and kept."""
+        """The payload as stored JSON, without the signature (what the hash covers),
+        made once and kept."""
         if self.stored is None:
             self.stored = orjson.dumps(self.payload())
         return self.stored
+
+    def stored_form(self) -> bytes:
+        """The stored JSON: the body, with the signature as its last key when it has one
+        (before any cipher: infrastructure/storage.RoomMapper)."""
+        return signed(self.body(), self.signature)
+
+    def signed_message(self) -> bytes:
+        return APPEND + self.hash().encode()
 
     def hash(self) -> str:
         """sha256 over the stream position, the type and the exact stored bytes.
@@ -160,6 +221,19 @@ class RoomSnapshot:
     originator_version: int
     state: dict[str, Any]
     at: str = ""
+    # The server's signature over SNAPSHOT + the hash of `body()`.
+    signature: str | None = None
+    stored: bytes | None = field(default=None, compare=False)  # `body()` as read back
+
+    def body(self) -> bytes:
+        """The payload as stored JSON, without the signature."""
+        if self.stored is not None:
+            return self.stored
+        return orjson.dumps({"state": self.state, "at": self.at})
+
+    def signed_message(self) -> bytes:
+        return SNAPSHOT + chain_hash(str(self.originator_id), self.originator_version,
+                                     "RoomSnapshot", self.body()).encode()
 
     @property
     def timestamp(self) -> datetime:
@@ -192,6 +266,79 @@ class RoomSnapshot:
 
 
 Room.Snapshot = RoomSnapshot  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """A stored row that is not an event or a snapshot of ours: the mapper's answer for
+    it, so that each reader decides (a load refuses the room, the audit reports it, a
+    projector fences the room off) instead of one row stopping every reader."""
+
+    originator_id: UUID
+    originator_version: int
+    topic: str
+    problem: str
+
+    def mutate(self, _: Room | None) -> Room:
+        raise Damaged(self.originator_version, self.problem)
+
+
+Stored = Recorded | RoomSnapshot | Undecodable
+
+
+def verified_room(items: Iterable[Stored], signer: Signer, *, room: Room | None = None,
+                  whole: bool = True) -> Room | None:
+    """Fold stored events (after a snapshot, or from the first) into a Room, checking
+    as it goes what a load can check cheaply (RULES 8): every row decodes, versions
+    follow each other, each event carries its predecessor's hash, the snapshot's
+    signature, and the signature of the last append (which covers every event before
+    it through the hashes); every earlier append must carry one too (the audit checks
+    each). `room`: a room these events follow. `whole`: the events end where an append
+    ends (not a past version inside one). Raises `Damaged`.
+    """
+    head = GENESIS if room is None else room.head_hash()
+    expected = 1 if room is None else room.version + 1
+    last: Recorded | None = None
+    for item in items:
+        if type(item) is Recorded:
+            v = item.originator_version
+            if v != expected:
+                raise Damaged(expected, f"version {expected} is missing" if v > expected
+                              else f"version {v} is stored out of order")
+            if item.prev_hash != head:
+                raise Damaged(v, "it does not carry its predecessor's hash")
+            if last is not None and last.append != item.append and last.signature is None:
+                raise Damaged(last.originator_version, "its append is not signed")
+            if room is None and not isinstance(item.fact, RoomCreated):
+                raise Damaged(v, "the stream does not start with RoomCreated")
+            try:
+                room = item.mutate(room)
+            except Exception:  # the operator's audit names the error; a seat gets no detail
+                raise Damaged(v, f"{item.type} cannot be applied to the state before "
+                                 "it") from None
+            head = room.last_hash = item.hash()
+            expected, last = v + 1, item
+        elif isinstance(item, RoomSnapshot):
+            v = item.originator_version
+            if room is not None or last is not None:
+                raise Damaged(v, "a snapshot is stored among the events")
+            if item.signature is None or not signer.verify(item.signed_message(),
+                                                           item.signature):
+                raise Damaged(v, "the snapshot's signature does not verify")
+            try:
+                room = item.mutate(None)
+            except Exception:
+                raise Damaged(v, "the snapshot does not hold a room's state") from None
+            head, expected = room.head_hash(), v + 1
+        else:
+            item.mutate(room)  # an Undecodable: raises Damaged
+    if whole and last is not None:
+        if last.signature is None:
+            raise Damaged(last.originator_version, "the last append is not signed")
+        if not signer.verify(APPEND + head.encode(), last.signature):
+            raise Damaged(last.originator_version,
+                          "the signature of the last append does not verify")
+    return room
 
 
 def project_room(room: Room | None, events: Iterable[Recorded | RoomSnapshot]) -> Room | None:

@@ -2,25 +2,47 @@
 
 The acting seat never comes from the body: the CLI's `--as` or the HTTP
 token supplies it.
+
+Validation is strict (RULES 8): a number given as a string or a boolean, a
+boolean given as a number, or a whole number written with a fraction is
+refused, not coerced; amounts of spice lie in 0..SPICE_MAX and counters
+(versions) in 0..COUNT_MAX, so nothing a command names can overflow what the
+store and the read models encode (64-bit integers).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+)
 
 from domain.catalog import Faction
 from domain.errors import Rejection
 
+# RULES 8: spice, the Bank, prices, reservations and promises.
+SPICE_MAX = 1_000_000
+# Versions, turns and seeds: the largest integer every JSON reader keeps exactly
+# (JavaScript's 2^53 - 1), well inside the 64-bit integers of the store.
+COUNT_MAX = 2**53 - 1
+
+Amount = Annotated[int, Field(ge=0, le=SPICE_MAX)]
+Count = Annotated[int, Field(ge=0, le=COUNT_MAX)]
 CardId = Annotated[str, Field(min_length=1, max_length=64)]
 EventId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class Command(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     command_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
-    expected_version: Annotated[int, Field(ge=0)] | None = None
+    expected_version: Count | None = None
 
 
 class BeginSearch(Command):
@@ -76,20 +98,37 @@ class AskTruthtrance(Command):
 
 
 class BoxPromise(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     box: CardId
 
 
 class SpicePromise(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    spice: Annotated[int, Field(ge=1)]
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    spice: Annotated[int, Field(ge=1, le=SPICE_MAX)]
+
+
+def _promise_kind(raw: Any) -> str | None:
+    # Told apart by their key, so that an error names `promise.spice`, not both shapes.
+    if isinstance(raw, BoxPromise | SpicePromise):
+        return "box" if isinstance(raw, BoxPromise) else "spice"
+    if isinstance(raw, dict):
+        return "box" if "box" in raw else "spice" if "spice" in raw else None
+    return None
+
+
+PROMISE_TAGS = ("box", "spice")
+Promise = Annotated[
+    Annotated[BoxPromise, Tag("box")] | Annotated[SpicePromise, Tag("spice")],
+    Discriminator(_promise_kind, custom_error_type="promise_shape",
+                  custom_error_message='a promise is null, {"box": CARD} or {"spice": N}'),
+]
 
 
 class AnswerTruthtrance(Command):
     type: Literal["answer_truthtrance"]
     event: EventId
     answer: Literal["yes", "no"]
-    promise: BoxPromise | SpicePromise | None = None
+    promise: Promise | None = None
 
 
 class EnterTerritory(Command):
@@ -164,9 +203,44 @@ def parse_command(raw: Any) -> Command:
 
 
 def _describe(e: ValidationError) -> str:
-    # Name the fields, never echo the input values back.
+    return describe_errors(e, skip_tag=True)
+
+
+def describe_errors(e: ValidationError, *, skip_tag: bool = False) -> str:
+    """Name the fields and what they must be, never the values sent (RULES 8).
+
+    pydantic's messages name expected values only, except an unknown union tag,
+    which quotes the tag; field names from the input (an unknown key) are cut
+    short. `skip_tag` drops the command type that leads every location of a
+    known type, so that the message names `expected_version`, not
+    `select_card.expected_version`.
+    """
     parts = []
-    for err in e.errors()[:5]:
-        where = ".".join(str(p) for p in err["loc"]) or "command"
-        parts.append(f"{where}: {err['msg']}")
+    for err in e.errors(include_url=False, include_input=False)[:5]:
+        loc = list(err["loc"])
+        if skip_tag and loc and isinstance(loc[0], str) and loc[0] in COMMAND_TYPES:
+            loc = loc[1:]
+        # The promise's tag repeats its key: `promise.spice.spice` says `promise.spice`.
+        loc = [p for i, p in enumerate(loc)
+               if not (i and loc[i - 1] == "promise" and p in PROMISE_TAGS)]
+        where = ".".join(_short(p) for p in loc) or "command"
+        if err["type"] == "union_tag_invalid":
+            msg = f"unknown type: expected one of {', '.join(sorted(COMMAND_TYPES))}"
+            where = str(err.get("ctx", {}).get("discriminator", "'type'")).strip("'")
+        elif err["type"] == "union_tag_not_found":
+            msg, where = "a command needs a 'type'", "type"
+        else:
+            msg = err["msg"]
+        parts.append(f"{where}: {msg}")
     return "; ".join(parts)
+
+
+def _short(part: str | int) -> str:
+    text = str(part)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+COMMAND_TYPES: frozenset[str] = frozenset(
+    m.model_fields["type"].annotation.__args__[0]  # type: ignore[union-attr]
+    for m in Command.__subclasses__()
+)

@@ -1,13 +1,22 @@
-"""Layouts: the position a room starts from, validated before anything is stored."""
+"""Layouts: the position a room starts from, validated before anything is stored.
+
+Validation is strict (RULES 8): a number given as a string or a boolean is
+refused, spice, the Bank, prices and reservations lie in 0..SPICE_MAX, and
+every list and string is bounded, so that no stored room can hold a value the
+store or the read models cannot encode. Then the records must agree with
+each other (`_records_agree`, and `build_room` for what needs the catalog).
+Each interpretation of what "contradict" means is written where it is checked.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from domain.catalog import EXPANSIONS, Expansion, Faction, room_cards
+from domain.catalog import CARDS, EXPANSIONS, Expansion, Faction, room_cards
+from domain.commands import COUNT_MAX, Amount, CardId, Count, describe_errors
 from domain.errors import LayoutError
 from domain.events import RoomCreated
 from domain.randomness import Randomness
@@ -22,96 +31,181 @@ from domain.state import (
     ShippingCost,
 )
 
-Spice = Annotated[int, Field(ge=0)]
+# No zone holds more cards than the whole catalog; a longer list repeats or invents ids.
+Cards = Annotated[list[CardId], Field(max_length=len(CARDS))]
+Token = Annotated[str, Field(min_length=1, max_length=32)]
+Tokens = Annotated[list[Token], Field(max_length=16)]
+Name = Annotated[str, Field(min_length=1, max_length=64)]
+CommitmentKind = Literal["battle_plan", "prescience", "ixian_replacement", "black_market",
+                         "retained_loser", "truthtrance"]  # state.COMMITMENT_KINDS
+# A staged control is free-form JSON (`data`): it is bounded by depth and size of
+# numbers only, since its shape belongs to the rules module of its kind.
+MAX_DEPTH = 32
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class SeatLayout(Strict):
     faction: Faction
-    spice: Spice = 0
-    hand: list[str] = Field(default_factory=list)
+    spice: Amount = 0
+    hand: Cards = Field(default_factory=list)
     ally: Faction | None = None
 
 
 class PlacedToken(Strict):
-    token: str
-    territory: str
+    token: Token
+    territory: Name
 
 
 class AmbassadorLayout(Strict):
     """Ecaz's tokens. `cohort` null draws five at random from the supply; `copy_pool`
     null is every supply token a BG token may copy; `removed` holds spent BG tokens."""
 
-    placed: list[PlacedToken] = Field(default_factory=list)
-    cohort: list[str] | None = None
-    used: list[str] = Field(default_factory=list)
-    removed: list[str] = Field(default_factory=list)
-    copy_pool: list[str] | None = None
+    placed: Annotated[list[PlacedToken], Field(max_length=16)] = Field(default_factory=list)
+    cohort: Tokens | None = None
+    used: Tokens = Field(default_factory=list)
+    removed: Tokens = Field(default_factory=list)
+    copy_pool: Tokens | None = None
 
 
 class ReservationLayout(Strict):
     faction: Faction
-    amount: Spice
-    reason: str
-    box: str | None = None
+    amount: Amount
+    reason: Name
+    box: CardId | None = None
+
+
+class CommitmentLayout(Strict):
+    card: CardId
+    kind: CommitmentKind
 
 
 class ShippingCostLayout(Strict):
-    card: str
+    card: CardId
     creator: Faction
     beneficiary: Faction
-    price: Spice
+    price: Amount
     claimed: bool = False
 
 
 class Layout(Strict):
     mode: Mode = "advanced"
-    expansions: list[Expansion] = Field(default_factory=list)
-    seed: int | None = None
-    bank: Spice = 1000
-    turn: Annotated[int, Field(ge=1)] = 1
+    expansions: Annotated[list[Expansion], Field(max_length=len(EXPANSIONS))] = Field(
+        default_factory=list)
+    seed: Count | None = None
+    bank: Amount = 1000
+    turn: Annotated[int, Field(ge=1, le=COUNT_MAX)] = 1
     phase: Annotated[int, Field(ge=1, le=9)] = 1
     seats: Annotated[list[SeatLayout], Field(min_length=1, max_length=12)]
-    discard: list[str] = Field(default_factory=list)
-    deck: list[str] | None = None
-    richese_cache: list[str] | None = None
-    removed: list[str] = Field(default_factory=list)
-    reservations: list[ReservationLayout] = Field(default_factory=list)
-    commitments: list[Commitment] = Field(default_factory=list)
-    shipping_costs: list[ShippingCostLayout] = Field(default_factory=list)
+    discard: Cards = Field(default_factory=list)
+    deck: Cards | None = None
+    richese_cache: Cards | None = None
+    removed: Cards = Field(default_factory=list)
+    reservations: Annotated[list[ReservationLayout], Field(max_length=len(CARDS))] = Field(
+        default_factory=list)
+    commitments: Annotated[list[CommitmentLayout], Field(max_length=len(CARDS))] = Field(
+        default_factory=list)
+    shipping_costs: Annotated[list[ShippingCostLayout], Field(max_length=len(CARDS))] = Field(
+        default_factory=list)
     ambassadors: AmbassadorLayout | None = None
     # Extension: stage what the game is waiting for, to reproduce a position.
     control: Control | None = None
 
-    @model_validator(mode="after")
-    def _seats_make_sense(self) -> Layout:
-        factions = [s.faction for s in self.seats]
-        twice = sorted(f for f, n in Counter(factions).items() if n > 1)
-        if twice:
-            raise ValueError(f"factions seated twice: {', '.join(twice)}")
-        allies = {s.faction: s.ally for s in self.seats}
-        for f, ally in allies.items():
-            if ally is None:
-                continue
-            if ally not in allies:
-                raise ValueError(f"{f}'s ally {ally} has no seat")
-            if ally == f or allies.get(ally) not in (f, None):
-                raise ValueError(f"alliance of {f} and {ally} is not reciprocal")
-        return self
-
 
 def parse_layout(raw: Any) -> Layout:
+    """Validate a decoded JSON layout: fields, bounds, then the records' agreement."""
+    if not isinstance(raw, dict):
+        raise LayoutError("invalid layout: a layout must be a JSON object")
+    if "control" in raw:
+        _bounded(raw["control"], "control", 0)
     try:
-        return Layout.model_validate(raw)
+        # Strict throughout, the staged control's state models included.
+        layout = Layout.model_validate(raw, strict=True)
     except ValidationError as e:
-        where = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'layout'}: {err['msg']}"
-            for err in e.errors()[:5]
-        )
-        raise LayoutError(f"invalid layout: {where}") from None
+        raise LayoutError(f"invalid layout: {describe_errors(e)}") from None
+    _records_agree(layout)
+    return layout
+
+
+def _bounded(data: Any, where: str, depth: int) -> None:
+    """Free-form JSON the store can always encode: bounded depth and 64-bit-safe integers."""
+    if depth > MAX_DEPTH:
+        raise LayoutError(f"invalid layout: {where}: nested deeper than {MAX_DEPTH} levels")
+    if isinstance(data, bool) or data is None or isinstance(data, str | float):
+        return
+    if isinstance(data, int):
+        if not -COUNT_MAX <= data <= COUNT_MAX:
+            raise LayoutError(f"invalid layout: {where}: a number out of range "
+                              f"(-{COUNT_MAX}..{COUNT_MAX})")
+        return
+    items = data.items() if isinstance(data, dict) else enumerate(data) \
+        if isinstance(data, list) else ()
+    for key, value in items:
+        _bounded(value, f"{where}.{str(key)[:40]}", depth + 1)
+
+
+def _records_agree(layout: Layout) -> None:
+    """Records that contradict each other (RULES 8), before the catalog is consulted.
+
+    - Each faction is seated once.
+    - Alliances (RULES 1: reciprocal): an ally must be seated and not the seat
+      itself. A seat that names an ally whose own `ally` is null is shorthand for
+      both sides (build_room fills the other in); two sides that name different
+      allies, or two seats that name the same ally, contradict.
+    - Reservations name seated factions, and a seat's reservations add up to at
+      most its spice: a reservation is spice of its own promised elsewhere.
+    - One shipping-cost record per card (INTERFACE: records are identified by
+      their card id); its creator and beneficiary are seated.
+    - One commitment per card: a card is committed to one thing at a time.
+    A staged `control` is left as staged (tests stage decisions of seats a
+    layout leaves out, to watch them saved and restored); only its size is bounded.
+    """
+    problems: list[str] = []
+    seated = {s.faction for s in layout.seats}
+    twice = sorted(f for f, n in Counter(s.faction for s in layout.seats).items() if n > 1)
+    if twice:
+        problems.append(f"seats: factions seated twice: {', '.join(twice)}")
+    allies = {s.faction: s.ally for s in layout.seats}
+    for f, ally in allies.items():
+        if ally is None:
+            continue
+        if ally == f:
+            problems.append(f"seats: {f} is named as its own ally")
+        elif ally not in seated:
+            problems.append(f"seats: {f}'s ally {ally} has no seat")
+        elif allies.get(ally) not in (f, None):
+            problems.append(f"seats: the alliance of {f} and {ally} is not reciprocal")
+    named = Counter(a for a in allies.values() if a is not None)
+    for ally, n in sorted(named.items()):
+        if n > 1:
+            problems.append(f"seats: {ally} is named as the ally of {n} seats")
+    reserved: Counter[str] = Counter()
+    for r in layout.reservations:
+        if r.faction not in seated:
+            problems.append(f"reservations: {r.faction} has no seat")
+        reserved[r.faction] += r.amount
+    for s in layout.seats:
+        if reserved[s.faction] > s.spice:
+            problems.append(f"reservations: {s.faction}'s reservations add up to more "
+                            f"than its spice")
+    promised = Counter((r.faction, r.box) for r in layout.reservations if r.box is not None)
+    for (f, box), n in sorted(promised.items()):
+        if n > 1:
+            problems.append(f"reservations: {f} promises {box} more than once")
+    for cid, n in sorted(Counter(sc.card for sc in layout.shipping_costs).items()):
+        if n > 1:
+            problems.append(f"shipping_costs: {n} records for {cid}")
+    for sc in layout.shipping_costs:
+        for who in (sc.creator, sc.beneficiary):
+            if who not in seated:
+                problems.append(f"shipping_costs: {who} has no seat")
+    for cid, n in sorted(Counter(cm.card for cm in layout.commitments).items()):
+        if n > 1:
+            problems.append(f"commitments: {cid} is committed {n} times")
+    if problems:
+        raise LayoutError("invalid layout: " + "; ".join(dict.fromkeys(problems)))
 
 
 def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated:
@@ -119,7 +213,6 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
     expansions = sorted(set(layout.expansions), key=EXPANSIONS.index)
     physical = room_cards(tuple(expansions))
     known = {cd.id for cd in physical}
-    seated = {s.faction for s in layout.seats}
 
     placed: list[str] = []
     for s in layout.seats:
@@ -135,27 +228,20 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
     if twice:
         raise LayoutError(f"cards placed more than once: {', '.join(twice)}")
 
+    _cards_agree(layout, known)
+
     unplaced = [cd for cd in physical if cd.id not in set(placed)]
     cache = list(layout.richese_cache or [])
     if layout.richese_cache is None:
         cache = [cd.id for cd in unplaced if cd.zone == "cache"]
     deck_rest = [cd.id for cd in unplaced if cd.id not in cache]
+    if layout.deck is not None and deck_rest:
+        raise LayoutError(f"cards missing from the layout: {', '.join(deck_rest)}")
+    # Drawn last: a refused layout draws no randomness.
     if layout.deck is None:
         deck = randomness.shuffle(deck_rest) if deck_rest else []
     else:
-        if deck_rest:
-            raise LayoutError(f"cards missing from the layout: {', '.join(deck_rest)}")
         deck = list(layout.deck)
-
-    every = set(placed) | set(cache) | set(deck)
-    for who in [r.faction for r in layout.reservations] + [
-        f for sc in layout.shipping_costs for f in (sc.creator, sc.beneficiary)
-    ]:
-        if who not in seated:
-            raise LayoutError(f"{who} has no seat")
-    for ref in [cm.card for cm in layout.commitments] + [sc.card for sc in layout.shipping_costs]:
-        if ref not in every:
-            raise LayoutError(f"cards not in this room's catalog: {ref}")
 
     state = RoomState(
         room=room,
@@ -174,7 +260,7 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
         cache=cache,
         removed=list(layout.removed),
         reservations=[Reservation(**r.model_dump()) for r in layout.reservations],
-        commitments=list(layout.commitments),
+        commitments=[Commitment(**cm.model_dump()) for cm in layout.commitments],
         shipping_costs=[ShippingCost(**sc.model_dump()) for sc in layout.shipping_costs],
         ambassadors=_ambassadors(layout, randomness),
         control=layout.control or Control(),
@@ -184,6 +270,63 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
         if seat.ally is not None:
             state.seat(seat.ally).ally = seat.faction
     return RoomCreated(state=state.model_dump(mode="json"))
+
+
+def _cards_agree(layout: Layout, known: set[str]) -> None:
+    """Records that contradict where the cards are (RULES 8), by the catalog.
+
+    Interpretations (RULES and INTERFACE imply them; the seeds are silent):
+    - The Richese cache holds only cache cards: no rule moves a deck card into it.
+    - A commitment (RULES 3.1: an accepted Ixian replacement, an unsold Black
+      Market offer, a committed battle plan or prescience card, retained loser
+      cards, a queued Truthtrance card) is of a card in a seat's hand: every
+      kind is a card its holder has set aside, and the rules refuse it only to
+      its holder, so a committed card elsewhere would stay committed unseen.
+    - A Box promise (a reservation with `box`) is what a Truthtrance answer
+      records: the promiser holds that Box, uncommitted, and the amount is the
+      Box fee.
+    - A shipping cost is a Karama spent to pay for a shipment (RULES 3.5), or,
+      in advanced mode, a worthless card the Bene Gesserit spent as Karama
+      (RULES 4.4). Its card may be anywhere: a reshuffle or a draw takes an
+      unclaimed cost out of the pile, and the Guild's stop then refunds nothing
+      (domain/guild.py), so a cost card outside the pile contradicts nothing.
+    """
+    from domain.nullentropy import FEE  # local: the Box rules import the rules core
+
+    problems: list[str] = []
+    not_cache = sorted(cid for cid in layout.richese_cache or []
+                       if cid in known and CARDS[cid].zone != "cache")
+    if not_cache:
+        problems.append(f"richese_cache: not cache cards: {', '.join(not_cache)}")
+    holder = {cid: s.faction for s in layout.seats for cid in s.hand}
+    committed = {cm.card for cm in layout.commitments}
+    for cm in layout.commitments:
+        if cm.card not in known:
+            problems.append(f"commitments: {cm.card} is not in this room's catalog")
+        elif cm.card not in holder:
+            problems.append(f"commitments: {cm.card} is in no seat's hand")
+    for r in layout.reservations:
+        if r.box is None:
+            continue
+        if r.box not in known or not CARDS[r.box].is_box:
+            problems.append(f"reservations: {r.box} is not a Nullentropy Box of this room")
+        elif holder.get(r.box) != r.faction:
+            problems.append(f"reservations: {r.faction} promises {r.box}, not in its hand")
+        elif r.box in committed:
+            problems.append(f"reservations: {r.faction} promises {r.box}, which is committed")
+        if r.amount != FEE:
+            problems.append(f"reservations: a Box promise reserves the fee of {FEE}")
+    for sc in layout.shipping_costs:
+        if sc.card not in known:
+            problems.append(f"shipping_costs: {sc.card} is not in this room's catalog")
+            continue
+        cost = CARDS[sc.card]
+        as_karama = (cost.is_worthless and sc.creator == "bene_gesserit"
+                     and layout.mode == "advanced")
+        if not (cost.is_karama or as_karama):
+            problems.append(f"shipping_costs: {sc.card} is not a Karama its creator could spend")
+    if problems:
+        raise LayoutError("invalid layout: " + "; ".join(dict.fromkeys(problems)))
 
 
 def _ambassadors(layout: Layout, randomness: Randomness) -> AmbassadorState | None:

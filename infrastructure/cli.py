@@ -410,6 +410,16 @@ def check_listen(host: str, port: int) -> None:
                           "address of this machine and --port a free port") from None
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    from infrastructure.page import serve_table
+
+    if not 0 < args.port < 65536:
+        raise Exit(2, "--port must be between 1 and 65535")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        raise Exit(2, "the demo table serves only on a loopback address (127.0.0.1, ::1)")
+    return serve_table(store_url(args), args.host, args.port)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infrastructure.demo import DEMO_URL, DemoRefused, play_demo, print_summary
 
@@ -613,6 +623,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=at_least_one, default=1, metavar="N",
                        help="uvicorn worker processes, all on the same storage")
     serve.set_defaults(fn=cmd_serve)
+
+    table = command(sub, "table", "create the demo room, serve it and print its seat pages",
+                    "dune-ledger table", "dune-ledger table --port 8080")
+    table.add_argument("--host", default="127.0.0.1", help="loopback address to listen on")
+    table.add_argument("--port", type=port_number, default=8000, help="port to listen on")
+    table.set_defaults(fn=cmd_table)
     # --- keys (the storage helper's) and other commands are added here ---
     p.set_defaults(fn=lambda args: usage(p))
     return p

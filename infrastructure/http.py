@@ -33,6 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from application.rooms import RoomsApp, token_hash
 from domain.commands import AnyCommand
 from domain.errors import LayoutError, Rejection
+from infrastructure.page import router as page_router
 
 log = logging.getLogger("dune_ledger.http")
 
@@ -311,6 +312,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         return api.openapi_schema
 
     api.openapi = openapi  # type: ignore[method-assign]
+    api.include_router(page_router)
     return api
 
 

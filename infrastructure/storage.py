@@ -20,9 +20,10 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import strtobool
 
 from application.rooms import RandomnessFactory, RoomsApp
-from application.stream import Recorded, RoomSnapshot
+from application.stream import Recorded, RoomSnapshot, Undecodable, signed, unsigned
 from domain.events import EVENT_TYPES
 from infrastructure import observability, randomness
+from infrastructure.keys import KeyFileError, Keys
 from projections import open_read_models
 
 DEFAULT_URL = "sqlite:///dune-ledger.db"
@@ -47,23 +48,55 @@ class OrjsonTranscoder(Transcoder):
 class RoomMapper(Mapper[UUID]):
     """Stored topic = the domain event's type name (`FeePaid`, ...), or `RoomSnapshot`.
 
-    Stored events are trusted: loading constructs them without re-validating.
-    An older `v` is upcast by the event class before construction.
+    The stored state is the event's JSON payload with its signature as the last key
+    (application/stream.py), then, as the library's own mapper does, compressed and
+    encrypted when a compressor or cipher is configured (`COMPRESSOR_TOPIC`,
+    `CIPHER_TOPIC`/`CIPHER_KEY`: the key file's cipher key, infrastructure/keys.py).
+    The chain hash covers the plaintext payload, so it does not change with the key.
+
+    Stored events are trusted: loading constructs them without re-validating. An
+    older `v` is upcast by the event class before construction. A row that cannot be
+    read (not JSON, an unknown topic, a missing field, a cipher text that does not
+    decrypt) becomes an `Undecodable`, for the reader to refuse, report or fence off.
     """
+
+    def seal(self, plain: bytes) -> bytes:
+        """Stored bytes from a stored JSON object, as the library's mapper makes them."""
+        if self.compressor:
+            plain = self.compressor.compress(plain)
+        if self.cipher:
+            plain = self.cipher.encrypt(plain)
+        return plain
+
+    def unseal(self, stored: bytes) -> bytes:
+        """The stored JSON object of stored bytes. Rows written before the cipher was
+        turned on are plain JSON: they are read as such (their hashes and signatures
+        are checked all the same; docs/security.md, "Turning encryption on")."""
+        if self.cipher:
+            try:
+                stored = self.cipher.decrypt(stored)
+            except ValueError:
+                if stored[:1] != b"{":
+                    raise
+                return stored
+        if self.compressor:
+            stored = self.compressor.decompress(stored)
+        return stored
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         if isinstance(domain_event, RoomSnapshot):
             topic = "RoomSnapshot"
-            state = self.transcoder.encode({"state": domain_event.state, "at": domain_event.at})
+            state = signed(domain_event.body(), domain_event.signature)
         else:
-            # The exact bytes the chain hash covers (application/stream.Recorded.body).
+            # The bytes the chain hash covers (application/stream.Recorded.body), and
+            # the append's signature when this event ends one.
             rec = cast(Recorded, domain_event)
-            topic, state = rec.type, rec.body()
+            topic, state = rec.type, rec.stored_form()
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
             topic=topic,
-            state=state,
+            state=self.seal(state),
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
@@ -71,42 +104,71 @@ class RoomMapper(Mapper[UUID]):
         if not isinstance(originator_id, UUID):
             originator_id = UUID(str(originator_id))
         if stored_event.topic == "RoomSnapshot":
-            body = self.transcoder.decode(stored_event.state)
-            return RoomSnapshot(
-                originator_id=originator_id,
-                originator_version=stored_event.originator_version,
-                state=body["state"],
-                at=body["at"],
-            )
+            return self.snapshot(originator_id, stored_event.originator_version,
+                                 bytes(stored_event.state))
         return self.recorded(originator_id, stored_event.originator_version,
                              stored_event.topic, bytes(stored_event.state))
 
-    def stream(self, room_id: UUID, rows: Iterable[tuple[int, str, bytes]]) -> list[Recorded]:
+    def stream(self, room_id: UUID, rows: Iterable[tuple[int, str, bytes]]
+               ) -> list[Recorded | Undecodable]:
         """A room's events from its stored (version, topic, bytes) rows, each as
         `to_domain_event` makes it, without a StoredEvent or a UUID per row."""
         recorded = self.recorded
         return [recorded(room_id, version, topic, state if type(state) is bytes else bytes(state))
                 for version, topic, state in rows]
 
-    def recorded(self, room_id: UUID, version: int, topic: str, stored: bytes) -> Recorded:
-        body = self.transcoder.decode(stored)
-        cls = EVENT_TYPES[topic]
-        fact = body["fact"]
-        if body["v"] != cls.schema_version:
-            fact = cls.upcast(fact, body["v"])
-        return Recorded(
-            room_id,
-            version,
-            cls.trusted(fact),
-            body["prev"],
-            body["seat"],
-            body["cmd"],
-            body["append"],
-            body["at"],
-            body["meta"],
-            # An upcast payload is not what was stored: hash what was stored.
-            stored,
-        )
+    def snapshot(self, room_id: UUID, version: int, stored: bytes) -> RoomSnapshot | Undecodable:
+        try:
+            body, signature = unsigned(self.unseal(stored))
+            data = self.transcoder.decode(body)
+            return RoomSnapshot(originator_id=room_id, originator_version=version,
+                                state=data["state"], at=data["at"], signature=signature,
+                                stored=body)
+        except Exception as e:
+            return Undecodable(room_id, version, "RoomSnapshot",
+                               f"the snapshot cannot be read ({unreadable(e)})")
+
+    def recorded(self, room_id: UUID, version: int, topic: str,
+                 stored: bytes) -> Recorded | Undecodable:
+        """The event of one stored row (`stored`: as the store holds it, encrypted or
+        not; or an exported row's plain stored JSON), or an Undecodable."""
+        cls = EVENT_TYPES.get(topic)
+        if cls is None:
+            return Undecodable(room_id, version, topic, "its event type is not one of ours")
+        try:
+            plain, signature = unsigned(self.unseal(stored))
+            body = self.transcoder.decode(plain)
+            fact = body["fact"]
+            if body["v"] != cls.schema_version:
+                fact = cls.upcast(fact, body["v"])
+            return Recorded(
+                room_id,
+                version,
+                cls.trusted(fact),
+                body["prev"],
+                body["seat"],
+                body["cmd"],
+                body["append"],
+                body["at"],
+                body["meta"],
+                # An upcast payload is not what was stored: hash what was stored.
+                plain,
+                signature,
+            )
+        except Exception as e:
+            return Undecodable(room_id, version, topic,
+                               f"the stored event cannot be read ({unreadable(e)})")
+
+
+def unreadable(e: Exception) -> str:
+    """What is wrong with a row, in words that name no stored value."""
+    if isinstance(e, orjson.JSONDecodeError):
+        return "not JSON"
+    if isinstance(e, ValueError) and "cipher" in str(e).lower():
+        return "it does not decrypt with this key file's cipher key"
+    if isinstance(e, KeyError | TypeError):
+        return "a field is missing or of the wrong kind"
+    return type(e).__name__
 
 
 # PostgreSQL pool and timeouts: our variable -> (the library's key, default). Integers.
@@ -241,12 +303,22 @@ def environment(url: str) -> dict[str, str]:
 
 
 def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory | None = None,
-               **extra_env: str) -> RoomsApp:
+               key_file: str | None = None, **extra_env: str) -> RoomsApp:
+    """The rooms application on the storage of `url`, signing with the key file
+    (`key_file`, else $DUNE_LEDGER_KEY_FILE, else `dune-ledger.key`: created on the
+    first write when missing) and, when it holds a cipher key, encrypting at rest."""
     url = url or os.environ.get("DUNE_LEDGER_DB") or DEFAULT_URL
     env = environment(url)
+    try:
+        keys = Keys(key_file)
+    except KeyFileError as e:
+        raise UsageError(str(e)) from None
+    env.update(keys.cipher_env())
     env.update(extra_env)
+    if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
+        private_files(env["SQLITE_DBNAME"])
     with first_use_lock(env):
-        app = RoomsApp(env, randomness=randomness_factory or randomness.for_room)
+        app = RoomsApp(env, randomness=randomness_factory or randomness.for_room, signer=keys)
         # The read models live in the same database as the events (projections/).
         app.read_models = open_read_models(app)
         if env.get("PERSISTENCE_MODULE") != "eventsourcing.popo":
@@ -254,6 +326,28 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
             # It runs one query at a time (a part of an audit): one connection to start
             # with, not a pool's worth, since opening them delays its part.
             app.reopen = partial(open_rooms, url, randomness_factory=randomness_factory,
+                                 key_file=key_file,
                                  **{**extra_env, "CREATE_TABLE": "no",
                                     "POSTGRES_POOL_SIZE": "1"})
         return observability.instrument(app)
+
+
+def private_files(path: str) -> None:
+    """The SQLite database is created 0600 (SQLite gives its -wal and -shm the mode of
+    the database file), and an existing one and its companions are made 0600: hidden
+    cards are in it, encrypted or not."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    except IsADirectoryError:
+        raise UsageError(f"the database '{path}' is a directory: give a file, "
+                         "sqlite:///PATH") from None
+    except OSError as e:
+        raise UsageError(f"cannot open the database '{path}': {e.strerror}") from None
+    for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+        try:
+            if os.stat(name).st_mode & 0o077:
+                os.chmod(name, 0o600)
+        except OSError:  # not there, or not ours: SQLite will say if it cannot open it
+            continue

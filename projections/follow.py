@@ -20,7 +20,7 @@ from eventsourcing.persistence import Tracking, TrackingRecorder
 from eventsourcing.projection import BaseProjectionRunner, Projection
 
 from application.rooms import RoomsApp
-from application.stream import Recorded
+from application.stream import Recorded, Undecodable
 from projections.read_models import ReadModels
 
 
@@ -55,7 +55,7 @@ class ReadModelProjection(Projection[Positions]):
         self.models = view.models
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        if isinstance(domain_event, Recorded):
+        if isinstance(domain_event, Recorded | Undecodable):  # Undecodable: fenced off
             self.models.process_event(domain_event, tracking.notification_id)
 
 

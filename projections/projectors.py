@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from application import autopilot
-from application.stream import Recorded
+from application.stream import Recorded, Undecodable
 from domain import views
 from domain.events import RoomCreated
 from domain.rules import apply, initial_state
@@ -25,7 +25,8 @@ from domain.state import RoomState
 from projections import guard
 from projections.store import PUBLIC, Autopilot, Entry, Store, Writes, seats_json
 
-Item = tuple[Recorded, int]  # the stored event and its notification id
+# The stored event (or a row that cannot be read) and its notification id.
+Item = tuple[Recorded | Undecodable, int]
 
 
 class ProjectionError(RuntimeError):
@@ -64,19 +65,29 @@ class Projector:
                     row = tx.room_state(self.name, room)
                     return None if row is None else RoomState.model_validate_json(row[1])
 
-                broken: dict[str, Recorded] = {}
+                # A room whose events cannot be read, applied or rendered is fenced off
+                # (quarantined), not the log: the other rooms keep moving (RULES 8).
+                broken: dict[str, Recorded | Undecodable] = {}
+                last: dict[str, Recorded] = {}
                 for rec, _ in todo:
                     room = str(rec.originator_id)
                     try:
+                        if type(rec) is not Recorded:
+                            raise ProjectionError(f"room {room}: version "
+                                                  f"{rec.originator_version} cannot be read")
                         state = self.states.advance(rec, load)
-                    except ProjectionError:
-                        # Quarantine the room, not the log: other rooms keep moving.
+                        self.applied(tx, rec, state)
+                    except Exception:
                         broken[room] = rec
                         touched.pop(room, None)
+                        self.states.cache.pop(room, None)
                         continue
                     touched[room] = state
-                    self.applied(tx, rec, state)
-                self.finish(tx, touched)
+                    last[room] = rec
+                for room in self.finish(tx, touched):
+                    broken[room] = last[room]
+                    touched.pop(room)
+                    self.states.cache.pop(room, None)
                 for rec in broken.values():
                     self.quarantined(tx, rec)
                 # Each room's state is stored once per batch, as of its last event.
@@ -98,10 +109,12 @@ class Projector:
     def applied(self, tx: Writes, rec: Recorded, state: RoomState) -> None:
         """One event was folded into `state`."""
 
-    def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
-        """The batch is folded: write what it produced."""
+    def finish(self, tx: Writes, touched: dict[str, RoomState]) -> set[str]:
+        """The batch is folded: write what it produced; the rooms whose rows could not
+        be made (written for none of them)."""
+        return set()
 
-    def quarantined(self, tx: Writes, rec: Recorded) -> None:
+    def quarantined(self, tx: Writes, rec: Recorded | Undecodable) -> None:
         """`rec` does not fold onto its room's state: the room's stream is damaged."""
 
 
@@ -125,9 +138,10 @@ class PublicLog(Projector):
         self.seqs[room] += 1
         self.rows.append((room, self.seqs[room], rec.originator_version, text))
 
-    def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
+    def finish(self, tx: Writes, touched: dict[str, RoomState]) -> set[str]:
         rows, self.rows, self.seqs = self.rows, [], {}
         tx.add_entries(rows)
+        return set()
 
     def process(self, items: Sequence[Item]) -> int:
         try:
@@ -152,25 +166,38 @@ class SeatViews(Projector):
         super().forget()
         self.index.clear()
 
-    def finish(self, tx: Writes, touched: dict[str, RoomState]) -> None:
-        tx.put_views([(room, seat, state.version, text)
-                      for room, state in touched.items()
-                      for seat, text in render(state).items()])
+    def finish(self, tx: Writes, touched: dict[str, RoomState]) -> set[str]:
+        views: list[tuple[str, str, int, str]] = []
+        rows: list[Autopilot] = []
+        failed: set[str] = set()
+        for room, state in touched.items():
+            try:  # a state the views cannot be made of (an amount beyond 64 bits, say)
+                rendered = render(state)
+                row = autopilot_row(room, state)
+            except Exception:
+                failed.add(room)
+                continue
+            views += [(room, seat, state.version, text) for seat, text in rendered.items()]
+            rows.append(row)
+        tx.put_views(views)
         # The autopilot's index: the rooms it must look at (store.autopilot_rooms).
-        rows = [autopilot_row(room, state) for room, state in touched.items()]
         tx.put_autopilot([row for row in rows if self.index.get(row[0]) != row])
         for row in rows:
             self.index[row[0]] = row
             self.index.move_to_end(row[0])
         while len(self.index) > self.index_size:
             self.index.popitem(last=False)
+        return failed
 
-    def quarantined(self, tx: Writes, rec: Recorded) -> None:
+    def quarantined(self, tx: Writes, rec: Recorded | Undecodable) -> None:
         room = str(rec.originator_id)
         marker = {"room": room, "version": rec.originator_version, "damaged": True,
                   "withheld": f"the stream of this room does not replay at version "
                               f"{rec.originator_version}: an operator should audit it"}
         tx.put_views([(room, PUBLIC, rec.originator_version, dumps(marker))])
+        # Its autopilot seats stop: the worker does not load a damaged room each tick.
+        tx.put_autopilot([(room, "{}", False)])
+        self.index.pop(room, None)
 
 
 class RoomStates:
@@ -191,7 +218,10 @@ class RoomStates:
         else:
             cached = self.cache.get(room)
             want = rec.originator_version - 1
-            found = cached if cached is not None and cached.version == want else load(room)
+            try:
+                found = cached if cached is not None and cached.version == want else load(room)
+            except Exception as e:  # a stored room state that cannot be read
+                raise ProjectionError(f"room {room}: its stored state cannot be read") from e
             if found is None or found.version != want:
                 have = None if found is None else found.version
                 raise ProjectionError(

@@ -21,7 +21,8 @@ from uuid import UUID
 import orjson
 from eventsourcing.utils import strtobool
 
-from application.stream import Recorded
+from application.stream import Recorded, Undecodable
+from domain.errors import Rejection
 from domain.events import RoomCreated
 from domain.rules import apply, initial_state
 from domain.state import RoomState
@@ -33,7 +34,7 @@ from projections.projectors import (
     public_entry_text,
     render,
 )
-from projections.store import PUBLIC, MemoryStore, Store
+from projections.store import PUBLIC, MemoryStore, SealedRowError, Store
 
 BATCH = 500
 log = logging.getLogger("dune_ledger.read_models")
@@ -96,7 +97,7 @@ class ReadModels:
         items: list[Item] = []
         for n in notes:
             rec = self.mapper.to_domain_event(n)
-            if isinstance(rec, Recorded):
+            if isinstance(rec, Recorded | Undecodable):  # a row it cannot read fences its room
                 items.append((rec, n.id))
         return items
 
@@ -105,7 +106,7 @@ class ReadModels:
         for projector in self.projectors:
             projector.process(items)
 
-    def process_event(self, rec: Recorded, notification_id: int) -> None:
+    def process_event(self, rec: Recorded | Undecodable, notification_id: int) -> None:
         """One event from a subscription (PostgreSQL LISTEN/NOTIFY)."""
         with self.lock:
             self.process([(rec, notification_id)])
@@ -134,14 +135,20 @@ class ReadModels:
     # --- reads --------------------------------------------------------------------------
 
     def seat_view(self, room: str, seat: str) -> dict[str, Any] | None:
-        row = self.store.view(room, seat)
-        return None if row is None else orjson.loads(row[1])
+        try:
+            row = self.store.view(room, seat)
+            return None if row is None else orjson.loads(row[1])
+        except (ValueError, orjson.JSONDecodeError) as e:  # one room's rows, not the others'
+            raise unreadable_rows(room, e) from None
 
     def public_view(self, room: str) -> dict[str, Any] | None:
         return self.seat_view(room, PUBLIC)
 
     def public_log(self, room: str) -> list[dict[str, Any]]:
-        return [orjson.loads(entry) for entry in self.store.log(room)]
+        try:
+            return [orjson.loads(entry) for entry in self.store.log(room)]
+        except orjson.JSONDecodeError as e:
+            raise unreadable_rows(room, e) from None
 
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         """The rooms where some seat's autopilot is on (`due`: and is asked for something),
@@ -243,6 +250,12 @@ class ReadModels:
                 return log, (views_at, views), False
             behind_at = views_at
         return log, (views_at, views), True
+
+
+def unreadable_rows(room: str, e: Exception) -> Rejection:
+    why = str(e) if isinstance(e, SealedRowError) else "a stored row is not JSON"
+    return Rejection("room_damaged", f"the read models of room {room} cannot be read ({why}): "
+                     "an operator should run `dune-ledger projections rebuild`")
 
 
 def differing_views(stored: dict[str, str], fresh: dict[str, str]) -> list[str]:
@@ -440,13 +453,15 @@ def open_read_models(app: Any) -> ReadModels:
     recorder = app.recorder
     module = app.env.get("PERSISTENCE_MODULE")
     create = strtobool(app.env.get("CREATE_TABLE") or "yes")  # the library's setting
+    # The events' cipher (None: encryption at rest is off) also seals the private rows.
+    cipher = getattr(app.mapper, "cipher", None)
     store: Store
     if module == "eventsourcing.sqlite":
-        store = _sqlite_store(recorder, create)
+        store = _sqlite_store(recorder, create, cipher)
     elif is_postgres(app):
         from projections.store import PostgresStore
 
-        store = PostgresStore(recorder.datastore, create)
+        store = PostgresStore(recorder.datastore, create, cipher)
     else:
         store = MemoryStore()
     models = ReadModels(recorder, app.mapper, store)
@@ -483,11 +498,12 @@ def is_postgres(app: Any) -> bool:
     return isinstance(app.factory, PostgresFactory)
 
 
-def _sqlite_store(recorder: Any, create: bool) -> Store:
+def _sqlite_store(recorder: Any, create: bool, cipher: Any = None) -> Store:
     from projections.store import SQLiteStore
 
     pool = recorder.datastore.pool
     if pool.is_sqlite_memory_mode:
         raise ValueError("in-memory SQLite cannot share its events with read models; "
                          "use memory:// or a file")
-    return SQLiteStore(pool.db_name, timeout=float(pool.lock_timeout or 10), create=create)
+    return SQLiteStore(pool.db_name, timeout=float(pool.lock_timeout or 10), create=create,
+                       cipher=cipher)

@@ -31,10 +31,16 @@ that stopped anywhere resumes without reading the stream again.
 none: before it was recorded) drops them and makes them again, and the
 read models are rebuilt from the event log (`open_read_models`). Bump it
 whenever a projector's rows or these tables change.
+
+With a cipher key (encryption at rest, docs/security.md) the private rows, every
+seat's view and the room states (which hold the deck and every hand), are
+stored encrypted by the events' cipher (the eventsourcing library's AES-GCM), as
+`~` and the base64 cipher text; the public view and the public log are not.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 import sqlite3
 import threading
@@ -100,6 +106,40 @@ Autopilot = tuple[str, str, bool]
 
 def seats_json(seats: dict[str, str]) -> str:
     return orjson.dumps(seats, option=orjson.OPT_SORT_KEYS).decode()
+
+
+SEALED = "~"  # a stored JSON text never starts with it
+
+
+class SealedRowError(ValueError):
+    """A private row is encrypted and this process has no cipher key, or another one."""
+
+
+class Sealer:
+    """Encrypts and decrypts the private rows with the events' cipher (None: off)."""
+
+    def __init__(self, cipher: Any = None) -> None:
+        self.cipher = cipher
+
+    def seal(self, text: str) -> str:
+        if self.cipher is None:
+            return text
+        return SEALED + base64.b64encode(self.cipher.encrypt(text.encode())).decode()
+
+    def open(self, text: str) -> str:
+        if not text.startswith(SEALED):
+            return text  # written before encryption was turned on
+        if self.cipher is None:
+            raise SealedRowError("a read-model row is encrypted and the key file has no "
+                                 "cipher key")
+        try:
+            return str(self.cipher.decrypt(base64.b64decode(text[1:])).decode())
+        except ValueError as e:
+            raise SealedRowError("a read-model row does not decrypt with the key file's "
+                                 "cipher key") from e
+
+    def seal_view(self, seat: str, text: str) -> str:
+        return text if seat == PUBLIC else self.seal(text)
 
 
 class Writes(ABC):
@@ -305,9 +345,10 @@ class MemoryStore(Store):
 
 
 class SQLWrites(Writes):
-    def __init__(self, cursor: Any, mark: str) -> None:
+    def __init__(self, cursor: Any, mark: str, sealer: Sealer | None = None) -> None:
         self.c = cursor
         self.mark = mark
+        self.sealer = sealer or Sealer()
 
     def q(self, sql: str) -> str:
         return sql.replace("?", self.mark)
@@ -347,21 +388,23 @@ class SQLWrites(Writes):
     def room_state(self, projection: str, room: str) -> tuple[int, str] | None:
         row = self.one(f"SELECT version AS v, state AS s FROM {ROOMS[projection]} "
                        "WHERE room = ?", (room,))
-        return None if row is None else (int(row["v"]), str(row["s"]))
+        return None if row is None else (int(row["v"]), self.sealer.open(str(row["s"])))
 
     def put_rooms(self, projection: str, rows: list[RoomRow]) -> None:
+        seal = self.sealer.seal
         self.many(
             f"INSERT INTO {ROOMS[projection]} (room, version, state) VALUES (?, ?, ?) "
             "ON CONFLICT (room) DO UPDATE SET version = excluded.version, state = excluded.state",
-            rows,
+            [(room, version, seal(state)) for room, version, state in rows],
         )
 
     def put_views(self, rows: list[View]) -> None:
+        seal = self.sealer.seal_view
         self.many(
             "INSERT INTO dl_seat_views (room, seat, version, view) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (room, seat) DO UPDATE SET version = excluded.version, "
             "view = excluded.view",
-            rows,
+            [(room, seat, version, seal(seat, view)) for room, seat, version, view in rows],
         )
 
     def put_autopilot(self, rows: list[Autopilot]) -> None:
@@ -383,6 +426,7 @@ class SQLStore(Store):
 
     mark = "?"
     plain_rows: Any = None  # the cursor's row factory for plain tuples
+    sealer = Sealer()
 
     @abstractmethod
     def _read(self) -> Any:
@@ -417,7 +461,7 @@ class SQLStore(Store):
     def view(self, room: str, seat: str) -> tuple[int, str] | None:
         rows = self._rows("SELECT version AS v, view AS j FROM dl_seat_views "
                           "WHERE room = ? AND seat = ?", (room, seat))
-        return (int(rows[0]["v"]), str(rows[0]["j"])) if rows else None
+        return (int(rows[0]["v"]), self.sealer.open(str(rows[0]["j"]))) if rows else None
 
     def log(self, room: str) -> list[str]:
         rows = self._rows("SELECT entry FROM dl_public_log WHERE room = ? ORDER BY seq",
@@ -439,7 +483,7 @@ class SQLStore(Store):
         rows = self._rows("SELECT seat AS s, version AS v, view AS j FROM dl_seat_views "
                           "WHERE room = ?", (room,))
         version = next((int(r["v"]) for r in rows if r["s"] == PUBLIC), None)
-        return version, {str(r["s"]): str(r["j"]) for r in rows}
+        return version, {str(r["s"]): self.sealer.open(str(r["j"])) for r in rows}
 
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         where = " WHERE due = 1" if due else ""
@@ -447,17 +491,22 @@ class SQLStore(Store):
             f"SELECT room AS r FROM dl_autopilot_rooms{where} ORDER BY room", ())]
 
 
-def create_autopilot_index(c: Any, existed: bool, mark: str) -> None:
+def create_autopilot_index(c: Any, existed: bool, mark: str, sealer: Sealer) -> None:
     """Create the autopilot index; fill it from the stored room states if it is new."""
     c.execute(AUTOPILOT_TABLE)
     if existed:
         return
     from projections.projectors import autopilot_entry  # it renders views: domain code
 
-    # Only rooms that mention an autopilot profile are parsed.
+    # Only rooms that mention an autopilot profile are parsed (and the encrypted ones).
     c.execute(c_sql("SELECT room AS r, state AS s FROM dl_view_rooms "
-                    "WHERE state LIKE ?", mark), ('%"autopilot":"%',))
-    rows = [autopilot_entry(str(r["r"]), str(r["s"])) for r in c.fetchall()]
+                    "WHERE state LIKE ? OR state LIKE ?", mark), ('%"autopilot":"%', SEALED + "%"))
+    rows = []
+    for r in c.fetchall():
+        try:
+            rows.append(autopilot_entry(str(r["r"]), sealer.open(str(r["s"]))))
+        except Exception:  # a damaged room's state: the projector fences it off
+            continue
     SQLWrites(c, mark).put_autopilot([row for row in rows if row[1] != "{}"])
 
 
@@ -468,8 +517,10 @@ def c_sql(sql: str, mark: str) -> str:
 class SQLiteStore(SQLStore):
     """Its own connection to the events' database file, writes under BEGIN IMMEDIATE."""
 
-    def __init__(self, path: str, timeout: float = 10.0, create: bool = True) -> None:
+    def __init__(self, path: str, timeout: float = 10.0, create: bool = True,
+                 cipher: Any = None) -> None:
         self.path = path
+        self.sealer = Sealer(cipher)
         self.lock = threading.RLock()
         self.conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
                                     check_same_thread=False)
@@ -487,7 +538,7 @@ class SQLiteStore(SQLStore):
                 c.execute(statement)
             existed = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
                                 "AND name = 'dl_autopilot_rooms'").fetchone() is not None
-            create_autopilot_index(c, existed, self.mark)
+            create_autopilot_index(c, existed, self.mark, self.sealer)
             self.conn.commit()
 
     @contextmanager
@@ -496,7 +547,7 @@ class SQLiteStore(SQLStore):
             c = self.conn.cursor()
             c.execute("BEGIN IMMEDIATE")
             try:
-                yield SQLWrites(c, self.mark)
+                yield SQLWrites(c, self.mark, self.sealer)
             except BaseException:
                 self.conn.rollback()
                 raise
@@ -517,10 +568,11 @@ class PostgresStore(SQLStore):
 
     mark = "%s"
 
-    def __init__(self, datastore: Any, create: bool = True) -> None:
+    def __init__(self, datastore: Any, create: bool = True, cipher: Any = None) -> None:
         from psycopg.rows import tuple_row
 
         self.datastore = datastore
+        self.sealer = Sealer(cipher)
         self.plain_rows = tuple_row
         schema = getattr(datastore, "schema", "public")
         self.search_path = f'SET LOCAL search_path TO "{schema}"'
@@ -536,14 +588,14 @@ class PostgresStore(SQLStore):
             for statement in SCHEMA:
                 c.execute(statement)
             c.execute("SELECT to_regclass('dl_autopilot_rooms') IS NOT NULL AS e")
-            create_autopilot_index(c, bool(c.fetchone()["e"]), self.mark)
+            create_autopilot_index(c, bool(c.fetchone()["e"]), self.mark, self.sealer)
 
     @contextmanager
     def transaction(self, projection: str) -> Iterator[Writes]:
         with self.datastore.transaction(commit=True) as c:
             c.execute(self.search_path)
             c.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(projection),))
-            yield SQLWrites(c, self.mark)
+            yield SQLWrites(c, self.mark, self.sealer)
 
     @contextmanager
     def _read(self) -> Iterator[Any]:

@@ -8,6 +8,8 @@ each other's rooms. Nothing here mocks the database.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +17,12 @@ from pathlib import Path
 import pytest
 
 from infrastructure.throwaway import ADMIN_URL, throwaway_database
+
+# Every app a test opens signs with one key file of this run's own (never a
+# `dune-ledger.key` in the checkout); subprocesses inherit it. A test that needs
+# another key file names it.
+KEY_DIR = tempfile.mkdtemp(prefix="dl-test-keys-")
+os.environ.setdefault("DUNE_LEDGER_KEY_FILE", str(Path(KEY_DIR) / "dune-ledger.key"))
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,7 @@ def two_apps(url: str) -> Iterator[tuple[RoomsApp, RoomsApp]]:
 def play_after_the_read(auditor: RoomsApp, room: str, play: Callable[[], None]) -> list[int]:
     """Run `play` just after the auditor first reads the room's whole stream; returns
     the version that read ended at."""
-    read = auditor.records
+    read = auditor.stored_records
     seen: list[int] = []
 
     def records(room_id: UUID, gt: int | None = None, lte: int | None = None) -> Any:
@@ -48,7 +48,7 @@ def play_after_the_read(auditor: RoomsApp, room: str, play: Callable[[], None]) 
             play()
         return got
 
-    auditor.records = records  # type: ignore[method-assign]
+    auditor.stored_records = records  # type: ignore[method-assign]
     return seen
 
 

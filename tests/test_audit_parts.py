@@ -113,8 +113,9 @@ def test_an_edited_event_is_reported_as_one_process_reports_it(url: str, where: 
                 "AND originator_version = ?", orjson.dumps(body), key, version)
     with opened(url) as app:
         report = one_process_answers(app, room)
-        assert report["checks"]["chain_intact"]["details"] == [
-            f"version {version + 1} does not carry its predecessor's hash"]
+        # (and the edited event's own append signature, when it ends an append)
+        assert f"version {version + 1} does not carry its predecessor's hash" in \
+            report["checks"]["chain_intact"]["details"]
 
 
 @pytest.mark.parametrize("which", ["where a part starts", "the latest"])

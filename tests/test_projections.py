@@ -309,7 +309,7 @@ def test_a_damaged_stream_quarantines_its_room_not_the_others(tmp_path):
                        "AND originator_version = 3", (UUID(damaged).hex,))
         with pytest.raises(Rejection) as refused:
             app.seat_view(damaged, "emperor")
-        assert refused.value.code == "room_unavailable"
+        assert refused.value.code == "room_damaged"
         assert app.seat_view(healthy, "emperor")["version"] == app.load(healthy).version
         app.execute(healthy, "emperor", {"type": "draw"})
         assert app.public_view(healthy)["version"] == app.load(healthy).version

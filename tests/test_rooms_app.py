@@ -257,9 +257,9 @@ def test_a_stale_kept_room_is_caught_by_the_save_and_then_caught_up_first(two_pr
     assert b.execute(room, "emperor", {"type": "draw"})["version"] == 2
     saves: list[int] = []
     reads: list[int] = []
-    save, records = a.save, a.records
+    save, records = a.save, a.stored_records
     monkeypatch.setattr(a, "save", lambda *objs: saves.append(1) or save(*objs))
-    monkeypatch.setattr(a, "records", lambda *args, **kw: reads.append(1) or records(*args, **kw))
+    monkeypatch.setattr(a, "stored_records", lambda *args, **kw: reads.append(1) or records(*args, **kw))
     drawn = a.execute(room, "emperor", {"type": "draw"})  # a's kept room is at version 1
     assert drawn["ok"] and drawn["version"] == 3
     assert saves == [1, 1] and reads == []  # refused at version 2, then a load, then saved
@@ -279,7 +279,7 @@ def test_a_stale_kept_room_is_caught_by_the_save_and_then_caught_up_first(two_pr
 def test_a_room_only_this_process_writes_is_decided_on_without_a_read(tmp_path, monkeypatch):
     with open_rooms(f"sqlite:///{tmp_path}/rooms.db") as app:
         room = app.create_room(layout())["room"]
-        monkeypatch.setattr(app, "records", None)  # any read of events would fail
+        monkeypatch.setattr(app, "stored_records", None)  # any read of events would fail
         monkeypatch.setattr(app, "load", None)
         for version in (2, 3, 4):
             assert app.execute(room, "emperor", {"type": "draw"})["version"] == version

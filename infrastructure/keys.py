@@ -1,0 +1,228 @@
+"""The server's key file: the Ed25519 key that signs every append, and the optional
+AES-256 key that turns encryption at rest on.
+
+The file lives outside the database (`DUNE_LEDGER_KEY_FILE`, default
+`dune-ledger.key` in the working directory), mode 0600, as JSON:
+
+    {"version": 1, "signing_key": B64, "public_key": B64,
+     "cipher_key": B64,                      (only with `keys init --cipher`)
+     "retired_public_keys": [B64, ...]}      (optional: see docs/security.md)
+
+Someone who can write the database but not read this file can neither sign an
+edited stream nor read an encrypted one. A command that writes creates the file
+when it is missing (a signing key only) and says so once on stderr, so that a
+room is signed from its first event; a read never creates it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from eventsourcing.cryptography import AESCipher
+
+KEY_FILE_ENV = "DUNE_LEDGER_KEY_FILE"
+DEFAULT_KEY_FILE = "dune-ledger.key"
+CIPHER_TOPIC = "eventsourcing.cryptography:AESCipher"
+FORMAT = 1
+
+
+class KeyFileError(ValueError):
+    """The key file cannot be read, written or understood (a usage error: exit 2)."""
+
+
+def key_path(path: str | os.PathLike[str] | None = None) -> Path:
+    return Path(path or os.environ.get(KEY_FILE_ENV) or DEFAULT_KEY_FILE)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def unb64(text: Any, what: str, size: int) -> bytes:
+    try:
+        raw = base64.b64decode(str(text).encode(), validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != size:
+        raise KeyFileError(f"the key file's {what} is not {size} bytes of base64")
+    return raw
+
+
+class Keys:
+    """The key file of one process, read once, created on the first signature if missing.
+
+    Implements the application's `Signer` port (application/stream.py).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = key_path(path)
+        self.lock = threading.Lock()
+        self.signing: Ed25519PrivateKey | None = None
+        self.public: list[Ed25519PublicKey] = []  # the current key first, then retired ones
+        self.cipher_key: str | None = None
+        self.loaded = False
+        self.load()
+
+    # --- reading and creating the file --------------------------------------------------
+
+    def load(self) -> bool:
+        """Read the file if it exists; False when it does not (yet)."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise KeyFileError(f"cannot read the key file {self.path}: {e.strerror}") from None
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise KeyFileError(f"the key file {self.path} is not JSON: "
+                               "restore it from your backup") from None
+        if not isinstance(data, dict) or data.get("version") != FORMAT:
+            raise KeyFileError(f"the key file {self.path} is not a dune-ledger key file "
+                               f"(version {FORMAT})")
+        signing = Ed25519PrivateKey.from_private_bytes(
+            unb64(data.get("signing_key"), "signing_key", 32))
+        public = [signing.public_key()]
+        for text in data.get("retired_public_keys") or []:
+            public.append(Ed25519PublicKey.from_public_bytes(
+                unb64(text, "retired public key", 32)))
+        cipher = data.get("cipher_key")
+        if cipher is not None:
+            unb64(cipher, "cipher_key", 32)
+        self.signing, self.public, self.cipher_key = signing, public, cipher
+        self.loaded = True
+        return True
+
+    def create(self, *, cipher: bool = False, announce: bool = True) -> None:
+        """Write a new key file, mode 0600; never replaces one (another process may have
+        written it just now: then it is read)."""
+        signing = Ed25519PrivateKey.generate()
+        data: dict[str, Any] = {
+            "version": FORMAT,
+            "signing_key": b64(signing.private_bytes(
+                serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                serialization.NoEncryption())),
+            "public_key": b64(raw_public(signing.public_key())),
+        }
+        if cipher:
+            data["cipher_key"] = AESCipher.create_key(32)
+        # Written whole to a file of its own, then linked into place: a process that
+        # starts at the same moment reads either no file or all of it, and a link
+        # never replaces a file another process put there first.
+        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(temp, self.path)
+            except FileExistsError:
+                self.load()
+                return
+        except OSError as e:
+            raise KeyFileError(f"cannot create the key file {self.path}: {e.strerror}") from None
+        finally:
+            temp.unlink(missing_ok=True)
+        if announce:
+            print(f"dune-ledger: created the key file {self.path} (an Ed25519 signing key): "
+                  "keep it outside the database and back it up; without it no room "
+                  "can be verified", file=sys.stderr)
+        self.load()
+
+    # --- the Signer port ----------------------------------------------------------------
+
+    def sign(self, message: bytes) -> str:
+        if self.signing is None:
+            with self.lock:
+                if self.signing is None and not self.load():
+                    self.create()
+        assert self.signing is not None
+        return b64(self.signing.sign(message))
+
+    def verify(self, message: bytes, signature: str) -> bool:
+        if not self.public:
+            self.load()  # another process may have created it since
+        try:
+            raw = base64.b64decode(signature, validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        for key in self.public:
+            try:
+                key.verify(raw, message)
+                return True
+            except InvalidSignature:
+                continue
+        return False
+
+    def missing(self) -> str | None:
+        """Why no signature can be checked (no key file), or None."""
+        if self.public or self.load():
+            return None
+        return (f"there is no key file at {self.path}: set {KEY_FILE_ENV} to the "
+                "server's key file")
+
+    # --- encryption at rest -------------------------------------------------------------
+
+    def cipher_env(self) -> dict[str, str]:
+        """The eventsourcing library's cipher settings, when the file has a cipher key."""
+        if self.cipher_key is None:
+            return {}
+        return {"CIPHER_TOPIC": CIPHER_TOPIC, "CIPHER_KEY": self.cipher_key}
+
+
+def raw_public(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def public_key_info(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The public signing key (created with the file when missing): what `keys show`
+    prints and `GET /keys` serves, so that anyone holding an export can verify it."""
+    keys = Keys(path)
+    if not keys.loaded:
+        keys.create()
+    current = keys.public[0]
+    return {
+        "algorithm": "Ed25519",
+        "public_key": b64(raw_public(current)),
+        "pem": current.public_bytes(serialization.Encoding.PEM,
+                                    serialization.PublicFormat.SubjectPublicKeyInfo).decode(),
+        "retired_public_keys": [b64(raw_public(k)) for k in keys.public[1:]],
+        "encryption_at_rest": keys.cipher_key is not None,
+        "signs": "each append: the chain hash of its last event, as "
+                 "b'dune-ledger:append:' + hex; each snapshot: b'dune-ledger:snapshot:' + hex",
+    }
+
+
+def public_key_text(path: str | os.PathLike[str] | None = None) -> str:
+    """The public signing key as PEM text."""
+    return str(public_key_info(path)["pem"])
+
+
+def init_key_file(path: str | os.PathLike[str] | None = None, *, cipher: bool = False
+                  ) -> dict[str, Any]:
+    """`keys init`: a new key file; an existing one is never replaced."""
+    target = key_path(path)
+    if target.exists():
+        raise KeyFileError(f"the key file {target} exists already: it is never replaced "
+                           "(the rooms it signed would no longer verify); move it away "
+                           "first if you mean to start over")
+    keys = Keys(target)
+    keys.create(cipher=cipher, announce=False)
+    return {"ok": True, "file": str(target), "cipher": cipher, **public_key_info(target)}

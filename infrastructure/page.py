@@ -1,0 +1,103 @@
+"""The seat page (INTERFACE "The seat page"): `GET /play/{room}` and its two static files.
+
+The page is the same HTML for every visitor: it carries the room id from its
+own URL and nothing else. Everything a seat sees arrives later, in the
+browser, from that seat's view (`GET /rooms/{room}/view` and the stream) with
+the token the player pasted, so the page can show no more than the view
+does. It draws its controls from the view's `actions` and decides no rule.
+
+The token lives in the browser's sessionStorage. It reaches the server in an
+`Authorization` header, and in `?token=` only for the stream, because
+EventSource cannot send headers; the HTTP layer keeps that query out of the
+access log.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.templating import Jinja2Templates
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+
+# The only files /static/page/ serves: no directory is exposed.
+STATIC = {"page.js": "text/javascript", "page.css": "text/css"}
+
+
+def frame_ancestors() -> str:
+    """Who may embed the page in a frame: the page's own origin and the API's CORS origins."""
+    extra = os.environ.get("DUNE_LEDGER_CORS_ORIGINS", "").replace(",", " ").split()
+    return " ".join(["'self'", *extra])
+
+
+def security_headers() -> dict[str, str]:
+    # No inline script or style, nothing from another origin: what the page runs is
+    # what this package ships.
+    policy = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+              f"img-src 'self'; base-uri 'none'; form-action 'none'; "
+              f"frame-ancestors {frame_ancestors()}")
+    return {
+        "Content-Security-Policy": policy,
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "no-store",
+    }
+
+
+router = APIRouter()
+
+
+@router.get("/play/{room}", response_class=HTMLResponse, summary="the seat page",
+            description="A player's table in the browser; the seat token is entered on the page.")
+async def play(room: str, request: Request) -> Response:
+    response = templates.TemplateResponse(request, "play.html", {"room": room})
+    response.headers.update(security_headers())
+    return response
+
+
+@router.api_route("/static/page/{name}", methods=["GET", "HEAD"], include_in_schema=False)
+async def static(name: str) -> Response:
+    media = STATIC.get(name)
+    if media is None:
+        return Response(status_code=404)
+    return FileResponse(HERE / "static" / name, media_type=media,
+                        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+
+
+# --- `dune-ledger table`: the demo room, served --------------------------------------
+
+
+def table_links(base: str, created: dict[str, Any]) -> list[dict[str, str]]:
+    """One page address per seat. The token rides in the fragment, which a browser never
+    sends to a server; the page moves it into sessionStorage and drops it from the
+    address bar."""
+    room = created["room"]
+    return [{"seat": seat, "token": token, "page": f"{base}/play/{room}#token={token}"}
+            for seat, token in created["seats"].items()]
+
+
+def serve_table(url: str | None, host: str, port: int) -> int:
+    """Create the demo room, print its page addresses and seat tokens, and serve it."""
+    import uvicorn
+
+    from infrastructure.demo import BOX_LAYOUT
+    from infrastructure.http import create_app
+    from infrastructure.storage import open_rooms
+
+    with open_rooms(url) as rooms:
+        created = rooms.create_room(BOX_LAYOUT)
+        shown = f"[{host}]" if ":" in host else host
+        base = f"http://{shown}:{port}"
+        print(f"The table: room {created['room']}\n")
+        for link in table_links(base, created):
+            print(f"  {link['seat']:<10} {link['page']}")
+        print("\nOpen one address per player (each in its own tab: the token is kept per tab),")
+        print(f"or open {base}/play/{created['room']} and paste that seat's token.")
+        print("The tokens are shown once, here. Ctrl-C stops the server.\n", flush=True)
+        uvicorn.run(create_app(rooms), host=host, port=port)
+    return 0
