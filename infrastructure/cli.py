@@ -201,6 +201,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    from infrastructure.keys import KeyFileError, init_key_file, public_key_info
+
+    try:
+        emit(init_key_file(args.file, cipher=args.cipher) if args.keys_cmd == "init"
+             else public_key_info(args.file))
+    except KeyFileError as e:
+        raise Exit(2, str(e)) from None
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infrastructure.demo import run_demo
 
@@ -275,6 +286,16 @@ def build_parser() -> argparse.ArgumentParser:
     psub = proj.add_subparsers(dest="projections_cmd", required=True, parser_class=Parser)
     rebuild = psub.add_parser("rebuild", help="drop and rebuild every read model, with progress")
     rebuild.set_defaults(fn=cmd_projections_rebuild)
+
+    keys = sub.add_parser("keys", help="the key file: signing key, optional cipher key")
+    ksub = keys.add_subparsers(dest="keys_cmd", required=True, parser_class=Parser)
+    kinit = ksub.add_parser("init", help="create the key file (mode 0600)")
+    kinit.add_argument("--cipher", action="store_true",
+                       help="also an AES-256 key: encryption at rest")
+    kshow = ksub.add_parser("show", help="print the public signing key")
+    for kp in (kinit, kshow):
+        kp.add_argument("--file", help="default: $DUNE_LEDGER_KEY_FILE or dune-ledger.key")
+        kp.set_defaults(fn=cmd_keys)
 
     serve = sub.add_parser("serve", help="the HTTP API (uvicorn)")
     serve.add_argument("--host", default="127.0.0.1")
