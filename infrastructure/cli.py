@@ -202,11 +202,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from infrastructure.keys import KeyFileError, init_key_file, public_key_info
+    from infrastructure.keys import KeyFileError, adopt_rooms, init_key_file, public_key_info
 
     try:
-        emit(init_key_file(args.file, cipher=args.cipher) if args.keys_cmd == "init"
-             else public_key_info(args.file))
+        if args.keys_cmd == "adopt":
+            with open_rooms(args.db, key_file=args.file) as app:
+                emit(adopt_rooms(app, args.file))
+        else:
+            emit(init_key_file(args.file, cipher=args.cipher) if args.keys_cmd == "init"
+                 else public_key_info(args.file))
     except KeyFileError as e:
         raise Exit(2, str(e)) from None
     return 0
@@ -293,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     kinit.add_argument("--cipher", action="store_true",
                        help="also an AES-256 key: encryption at rest")
     kshow = ksub.add_parser("show", help="print the public signing key")
-    for kp in (kinit, kshow):
+    kadopt = ksub.add_parser("adopt", help="sign, once, the rooms stored before signing")
+    for kp in (kinit, kshow, kadopt):
         kp.add_argument("--file", help="default: $DUNE_LEDGER_KEY_FILE or dune-ledger.key")
         kp.set_defaults(fn=cmd_keys)
 

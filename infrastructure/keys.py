@@ -221,6 +221,33 @@ def public_key_text(path: str | os.PathLike[str] | None = None) -> str:
     return str(public_key_info(path, create=True)["pem"])
 
 
+def adopt_rooms(app: Any, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """`keys adopt`: sign, once per key file, the rooms stored before appends were signed
+    (application/rooms.RoomsApp.adopt_unsigned). Once only: a room whose signatures
+    someone stripped later looks just like an old one, and must stay damaged."""
+    keys = Keys(path)
+    if not keys.loaded:
+        raise KeyFileError(f"there is no key file at {keys.path}: run `dune-ledger keys init`")
+    data = orjson.loads(keys.path.read_bytes())
+    if data.get("adopted_at"):
+        raise KeyFileError(f"the rooms stored before signing were adopted with this key file "
+                           f"on {data['adopted_at']}: adoption is done once, so that a room "
+                           "whose signatures were stripped since stays damaged")
+    report = app.adopt_unsigned()
+    from datetime import UTC, datetime
+
+    data["adopted_at"] = datetime.now(UTC).isoformat()
+    temp = keys.path.with_name(f".{keys.path.name}.adopt.{os.getpid()}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, keys.path)
+    return {"ok": True, **report}
+
+
 def init_key_file(path: str | os.PathLike[str] | None = None, *, cipher: bool = False
                   ) -> dict[str, Any]:
     """`keys init`: a new key file; an existing one is never replaced."""

@@ -261,3 +261,37 @@ def test_a_signature_covers_the_chain_hash_of_the_last_event_only() -> None:
     assert keys.verify(APPEND + digest.encode(), signature)
     assert not keys.verify(APPEND + chain_hash("room", 2, "RoomCreated", b"{}").encode(),
                            signature)
+
+
+def test_a_room_stored_before_signing_is_adopted_once_and_signed_from_there_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from infrastructure.cli import main
+
+    url = f"sqlite:///{tmp_path / 'rooms.db'}"
+    key = str(tmp_path / "server.key")
+    with opened(url, key_file=key) as app:
+        old, _ = played(app)
+        signed_room, _ = played(app)
+        # As an older version stored it: no signature, no snapshot.
+        rewrite(app, url, old, lambda rec: None, keep_signatures=False)
+        version = app.load(signed_room).version
+    with opened(url, key_file=key) as app:
+        assert "keys adopt" in refused_as_damaged(app, old)
+    assert main(["--db", url, "keys", "adopt", "--file", key]) == 0
+    adopted = orjson.loads(capsys.readouterr().out)
+    assert adopted["adopted"] == [{"room": old, "unsigned_upto": version}]  # only the old one
+    with opened(url, key_file=key) as app:
+        assert app.execute(old, "emperor", {"type": "discard", "card": "karama-1"})["ok"]
+        assert audit_room(app, old)["ok"]
+        assert audit_room(app, signed_room)["ok"]
+    # Once only: a room stripped of its signatures later stays damaged.
+    with opened(url, key_file=key) as app:
+        rewrite(app, url, signed_room, lambda rec: None, keep_signatures=False)
+    assert main(["--db", url, "keys", "adopt", "--file", key]) == 2
+    with opened(url, key_file=key) as app:
+        assert "not signed" in refused_as_damaged(app, signed_room)
+        # The adopted room's later appends are signed: stripped, they are found too.
+        rewrite(app, url, old, lambda rec: None, keep_signatures=False)
+    with opened(url, key_file=key) as app:
+        assert "not signed" in refused_as_damaged(app, old)
+        assert not audit_room(app, old)["ok"]
