@@ -410,6 +410,23 @@ def check_listen(host: str, port: int) -> None:
                           "address of this machine and --port a free port") from None
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    from infrastructure.keys import KeyFileError, adopt_rooms, init_key_file, public_key_info
+
+    try:
+        if args.keys_cmd == "adopt":
+            url = store_url(args)
+            with store_errors(url), open_rooms(url, key_file=args.file) as app:
+                emit(adopt_rooms(app, args.file))
+        elif args.keys_cmd == "init":
+            emit(init_key_file(args.file, cipher=args.cipher))
+        else:
+            emit(public_key_info(args.file))
+    except KeyFileError as e:
+        raise Exit(2, str(e)) from None
+    return 0
+
+
 def cmd_table(args: argparse.Namespace) -> int:
     from infrastructure.page import serve_table
 
@@ -613,6 +630,22 @@ def build_parser() -> argparse.ArgumentParser:
     rebuild = command(psub, "rebuild", "drop and rebuild every read model from the event "
                       "log, with progress", "dune-ledger projections rebuild")
     rebuild.set_defaults(fn=cmd_projections_rebuild)
+
+    keys = command(sub, "keys", "the key file: the signing key, and an optional cipher key "
+                   "(docs/security.md)", "dune-ledger keys init", "dune-ledger keys show")
+    ksub = keys.add_subparsers(dest="keys_cmd", metavar="ACTION", parser_class=Parser)
+    keys.set_defaults(fn=lambda args: usage(keys))
+    kinit = command(ksub, "init", "create the key file (mode 0600), outside the database",
+                    "dune-ledger keys init", "dune-ledger keys init --cipher --file /etc/dl.key")
+    kinit.add_argument("--cipher", action="store_true",
+                       help="also an AES-256 key: encryption at rest")
+    kshow = command(ksub, "show", "print the public signing key", "dune-ledger keys show")
+    kadopt = command(ksub, "adopt", "sign, once, the rooms stored before signing",
+                     "dune-ledger keys adopt")
+    for kp in (kinit, kshow, kadopt):
+        kp.add_argument("--file", help="the key file (default: $DUNE_LEDGER_KEY_FILE, else "
+                                       "dune-ledger.key)")
+        kp.set_defaults(fn=cmd_keys)
 
     serve = command(sub, "serve", "serve the HTTP API (uvicorn)",
                     "dune-ledger serve", "dune-ledger serve --port 8080 --workers 2")
