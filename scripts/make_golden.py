@@ -12,7 +12,9 @@ a cohort drawn anew), so that every stored event type appears at least once;
 the script fails naming any type that does not. `LABEL.jsonl` is the export
 (`dune-ledger export --all`); `LABEL.expected.json` records, room by room, the
 audit's `state_hash` and event count, the public view, the public log and
-every seat's view, as this version shows them. `tests/test_golden.py`
+every seat's view, as this version shows them; `LABEL.key` is the key file
+that signed it (a test key, made for the corpus: the importing store must
+sign with the same key). `tests/test_golden.py`
 imports every corpus and checks them, forever: a later version must replay
 an old corpus to the same state and views (upcasting old events where their
 meaning changed). Write a new corpus (a new LABEL) whenever events change;
@@ -38,6 +40,7 @@ from application.audit import audit_room  # noqa: E402
 from application.rooms import RoomsApp  # noqa: E402
 from domain.events import EVENT_TYPES  # noqa: E402
 from infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT  # noqa: E402
+from infrastructure.keys import init_key_file  # noqa: E402
 from infrastructure.storage import open_rooms  # noqa: E402
 from infrastructure.transfer import export_rooms  # noqa: E402
 
@@ -123,19 +126,19 @@ def truthtrance(app: RoomsApp) -> str:
 
 
 def guild(app: RoomsApp) -> str:
-    raw = staged()
+    raw = staged(emperor=["kulon"])
     raw["seats"] += [{"faction": "guild", "spice": 5, "hand": []},
                      {"faction": "atreides", "spice": 5, "hand": ["stunner"]}]
-    raw["discard"] = ["shield-1", "karama-2", "baliset", "kulon"]
+    raw["discard"] = ["shield-1", "karama-2", "baliset", "karama-1"]
     raw["shipping_costs"] = [
         {"card": "karama-2", "creator": "atreides", "beneficiary": "atreides", "price": 5},
-        {"card": "kulon", "creator": "atreides", "beneficiary": "atreides", "price": 2}]
+        {"card": "karama-1", "creator": "atreides", "beneficiary": "atreides", "price": 2}]
     room = app.create_room(raw)["room"]
     ok(app, room, "richese", {"type": "begin_search", "card": BOX})
     search = app.seat_view(room, "richese")["nullentropy"]["search"]
     ok(app, room, "richese", {"type": "select_card", "search": search["event"],
                               "card": "karama-2"})  # claims its shipping cost
-    ok(app, room, "guild", {"type": "guild_stop", "card": "kulon"})  # refunded
+    ok(app, room, "guild", {"type": "guild_stop", "card": "karama-1"})  # refunded
     return room
 
 
@@ -261,7 +264,12 @@ def main() -> int:
     corpus, expected = GOLDEN / f"{args.label}.jsonl", GOLDEN / f"{args.label}.expected.json"
     if corpus.exists() and not args.force:
         raise SystemExit(f"{corpus} exists: old corpora are never rewritten (use a new label)")
-    with tempfile.TemporaryDirectory() as tmp, open_rooms(f"sqlite:///{tmp}/golden.db") as app:
+    key = GOLDEN / f"{args.label}.key"
+    key.unlink(missing_ok=True)
+    GOLDEN.mkdir(parents=True, exist_ok=True)
+    init_key_file(key)
+    with tempfile.TemporaryDirectory() as tmp, \
+            open_rooms(f"sqlite:///{tmp}/golden.db", key_file=str(key)) as app:
         rooms = [play(app) for play in PLAYS]
         out = io.BytesIO()
         export_rooms(app, rooms, out)
@@ -271,7 +279,6 @@ def main() -> int:
             raise SystemExit(f"the corpus has no {', '.join(missing)}: add a play for each")
         record = {"label": args.label, "event_types": sorted(types),
                   "rooms": {room: seen(app, room) for room in rooms}}
-    GOLDEN.mkdir(parents=True, exist_ok=True)
     corpus.write_bytes(out.getvalue())
     expected.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
                          + b"\n")
