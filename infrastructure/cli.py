@@ -130,6 +130,8 @@ def store_errors(url: str) -> Iterator[None]:
     where = redact(url)
     try:
         yield
+    except BrokenPipeError:
+        raise  # the reader of stdout went away (`| head`): not the store
     except (sqlite3.Error, PersistenceError) as e:
         raise Exit(2, f"the store {where} cannot be used: {one_line(e)}. Check that --db names "
                       "a writable dune-ledger database (a file, not a directory) and that "
@@ -317,6 +319,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         except Rejection as r:
             print(f"{r.code}: {r.message}", file=sys.stderr)
             return 1
+        except BrokenPipeError:
+            raise
         except OSError as e:
             raise Exit(2, f"cannot write '{args.output}': {e.strerror}") from None
     print(f"exported {counts[0]} rooms, {counts[1]} events", file=sys.stderr)
@@ -692,6 +696,9 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:  # `dune-ledger export --all | head`: the reader has enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # the last resort: still no traceback for the user
         if os.environ.get("DUNE_LEDGER_DEBUG"):
             raise
@@ -701,8 +708,8 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     try:
         sys.stdout.flush()
-    except BrokenPipeError:  # `dune-ledger export --all | head`
-        code = code or 0
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
 
 
