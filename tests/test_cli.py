@@ -359,3 +359,16 @@ def test_serve_refuses_an_address_it_cannot_listen_on(cli: Cli):
     no_traceback(busy)
     assert busy.returncode == 2 and "cannot listen" in busy.stderr
     assert cli("serve", "--port", "70000").returncode == 2
+
+
+def test_an_export_read_only_in_part_ends_quietly(cli: Cli):
+    for _ in range(3):
+        assert cli("demo", "--db", cli.db).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "infrastructure.cli", "--db", cli.db,
+                             "export", "--all"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=cli.tmp)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100)
+    proc.stdout.close()  # `| head -c 100`
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "store" not in err, err
