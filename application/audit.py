@@ -86,12 +86,14 @@ class Start:
 
 def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undecodable],
                   fold: RoomFold | None = None, start: Start | None = None,
-                  signer: Signer | None = None) -> tuple[dict[str, Any], RoomState | None]:
+                  signer: Signer | None = None, unsigned_upto: int = 0
+                  ) -> tuple[dict[str, Any], RoomState | None]:
     """Replay and check `records` (from the first event, or the events after `start`,
     whose first begins an append); `fold` (the read models' own) sees the state after
     each event the replay applied, in order, and nothing after one it could not.
     `signer`: the server's key, to check the signature of every append (None: the
-    hashes only, for streams built by hand)."""
+    hashes only, for streams built by hand); `unsigned_upto`: an adopted room's events
+    up to there carry none (`RoomsApp.adopt_unsigned`)."""
     checks = {name: Check() for name in CHECKS}
     chain, conserved = checks["chain_intact"], checks["cards_conserved"]
     state: RoomState | None = None
@@ -132,7 +134,7 @@ def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undeco
         prev_hash = chain_hash(room_text, v, fact.type, rec.body())
         ends_append = i - offset == last or \
             getattr(records[i - offset + 1], "append", None) != rec.append
-        if verify is not None and ends_append:
+        if verify is not None and ends_append and v > unsigned_upto:
             if rec.signature is None:
                 chain.fail(f"version {v}: its append is not signed")
             elif not verify(APPEND + prev_hash.encode(), rec.signature):
@@ -245,7 +247,8 @@ def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
         raise Rejection("unknown_room", f"no room '{room_id}'")
     models = app.read_models
     fold = models.room_fold(uid) if models is not None else None
-    report, replayed = audit_records(str(uid), stored, fold, signer=app.signer)
+    report, replayed = audit_records(str(uid), stored, fold, signer=app.signer,
+                                     unsigned_upto=app.unsigned_upto(uid))
     if any(type(rec) is not Recorded for rec in stored):
         report["checks"]["live_state_matches"] = {
             "ok": None, "details": ["not checked: the stream cannot be read whole"]}
@@ -483,7 +486,8 @@ def _audit_part(app: RoomsApp, uid: UUID, snapshot: RoomSnapshot | None,
                       after, snapshot.state["head"])
     start_hash = state_hash(start.state) if start is not None else None
     fold = app.read_models.part_fold(uid, after, upto)
-    report, state = audit_records(str(uid), records, fold, start, app.signer)
+    report, state = audit_records(str(uid), records, fold, start, app.signer,
+                                  app.unsigned_upto(uid))
     rows = fold.verdict(records)
     if state is None or rows is None or not all(c["ok"] for c in report["checks"].values()):
         return None

@@ -27,6 +27,7 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.persistence import IntegrityError, Recording
 
 from application.stream import (
+    GENESIS,
     Damaged,
     Recorded,
     Room,
@@ -266,6 +267,56 @@ class RoomsApp(Application[UUID]):
         first, last = span
         records = list(self.records(room_id, gt=first - 1, lte=last))
         return {"ok": True, "version": last, "events": public_events(records)}
+
+    def adopt_unsigned(self) -> dict[str, Any]:
+        """Sign, once, the rooms stored before the chain was signed (docs/security.md).
+
+        A room with no signature at all whose hash chain holds from its first event is
+        adopted: a snapshot of it as it stands, signed, records `unsigned_upto` (its
+        version), and every later snapshot carries it. Its events up to there verify
+        by their hashes, which the signed snapshot's head commits to; every append
+        after it is signed. A room with any signature is not touched (if its
+        signatures fail, that is damage, not age).
+        """
+        adopted, skipped = [], []
+        for uid in self.room_ids():
+            stored = self.stored_records(uid)
+            if any(type(r) is Recorded and r.signature is not None for r in stored):
+                continue
+            room: Room | None = None
+            try:
+                for rec in stored:
+                    if type(rec) is not Recorded or (room is None) != (
+                            rec.originator_version == 1) or rec.prev_hash != (
+                            room.head_hash() if room is not None else GENESIS):
+                        raise Damaged(rec.originator_version, "its hash chain does not hold")
+                    room = rec.mutate(room)
+            except Exception as e:
+                problem = e.problem if isinstance(e, Damaged) else "it does not replay"
+                skipped.append({"room": str(uid), "problem": problem})
+                continue
+            if room is None:
+                continue
+            room.unsigned_upto = room.version
+            snapshot = RoomSnapshot.take(room)
+            snapshot = replace(snapshot, stored=snapshot.body())
+            assert self.snapshots is not None, "adoption needs snapshots (the default)"
+            self.snapshots.put([replace(snapshot, signature=self.signer.sign(
+                snapshot.signed_message()))])
+            adopted.append({"room": str(uid), "unsigned_upto": room.version})
+        return {"adopted": adopted, "not_adopted": skipped}
+
+    def unsigned_upto(self, room_id: UUID) -> int:
+        """The version up to which an adopted room's events carry no signature, from its
+        latest snapshot if that is signed (0: none; a snapshot deleted or forged leaves
+        the events unsigned, which the audit then reports)."""
+        if self.snapshots is None:
+            return 0
+        for snapshot in self.snapshots.get(room_id, desc=True, limit=1):
+            if isinstance(snapshot, RoomSnapshot) and snapshot.signature is not None and \
+                    self.signer.verify(snapshot.signed_message(), snapshot.signature):
+                return int(snapshot.state.get("unsigned_upto", 0))
+        return 0
 
     # --- reads ----------------------------------------------------------------
 
@@ -569,6 +620,9 @@ def damaged(room_id: UUID, d: Damaged, signer: Signer) -> Rejection:
     """The refusal of every command on a room that does not verify: for the operator."""
     missing = getattr(signer, "missing", None)
     why = missing() if missing is not None else None
+    if why is None and "not signed" in d.problem:
+        why = ("a room stored before appends were signed is signed once by "
+               "`dune-ledger keys adopt`")
     return Rejection("room_damaged", f"room {room_id} is damaged at version {d.version}: "
                      f"{d.problem}{f' ({why})' if why else ''}; its commands are refused "
                      f"until an operator restores it (run `dune-ledger audit {room_id}`)")

@@ -171,6 +171,9 @@ class Room:
         self.pending: list[Recorded] = []
         # Another process was seen writing this room: catch up before deciding on it.
         self.written_elsewhere = False
+        # A room stored before signing, adopted (`RoomsApp.adopt_unsigned`): its events
+        # up to this version carry no signature; every signed snapshot says so.
+        self.unsigned_upto = 0
 
     def head_hash(self) -> str:
         if self.last_hash is None:
@@ -253,6 +256,7 @@ class RoomSnapshot:
                 "head": room.head_hash(),
                 "tokens": room.token_hashes,
                 "commands": room.commands,
+                **({"unsigned_upto": room.unsigned_upto} if room.unsigned_upto else {}),
             },
         )
 
@@ -262,6 +266,7 @@ class RoomSnapshot:
         room.last_hash = self.state["head"]
         room.token_hashes = dict(self.state["tokens"])
         room.commands = {k: list(v) for k, v in self.state["commands"].items()}
+        room.unsigned_upto = int(self.state.get("unsigned_upto", 0))
         return room
 
 

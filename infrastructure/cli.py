@@ -130,6 +130,8 @@ def store_errors(url: str) -> Iterator[None]:
     where = redact(url)
     try:
         yield
+    except BrokenPipeError:
+        raise  # the reader of stdout went away (`| head`): not the store
     except (sqlite3.Error, PersistenceError) as e:
         raise Exit(2, f"the store {where} cannot be used: {one_line(e)}. Check that --db names "
                       "a writable dune-ledger database (a file, not a directory) and that "
@@ -317,6 +319,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         except Rejection as r:
             print(f"{r.code}: {r.message}", file=sys.stderr)
             return 1
+        except BrokenPipeError:
+            raise
         except OSError as e:
             raise Exit(2, f"cannot write '{args.output}': {e.strerror}") from None
     print(f"exported {counts[0]} rooms, {counts[1]} events", file=sys.stderr)
@@ -386,7 +390,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("note: memory:// keeps nothing: the rooms are gone when the server stops",
               file=sys.stderr)
     environment(url)  # a bad URL is a usage error now, not a crash inside the server
+    check_listen(args.host, args.port)
     serve(url, args.host, args.port, args.workers)
+    return 0
+
+
+def check_listen(host: str, port: int) -> None:
+    """An address this machine cannot listen on is a usage error, not uvicorn's exit 3."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        raise Exit(2, f"--host {host!r} is not an address to listen on ({e}): give an IP "
+                      "address or a name of this machine, e.g. 127.0.0.1") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as e:
+            raise Exit(2, f"cannot listen on {host}:{port}: {e.strerror}: give --host an "
+                          "address of this machine and --port a free port") from None
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from infrastructure.keys import KeyFileError, adopt_rooms, init_key_file, public_key_info
+
+    try:
+        if args.keys_cmd == "adopt":
+            url = store_url(args)
+            with store_errors(url), open_rooms(url, key_file=args.file) as app:
+                emit(adopt_rooms(app, args.file))
+        elif args.keys_cmd == "init":
+            emit(init_key_file(args.file, cipher=args.cipher))
+        else:
+            emit(public_key_info(args.file))
+    except KeyFileError as e:
+        raise Exit(2, str(e)) from None
     return 0
 
 
@@ -594,6 +635,22 @@ def build_parser() -> argparse.ArgumentParser:
                       "log, with progress", "dune-ledger projections rebuild")
     rebuild.set_defaults(fn=cmd_projections_rebuild)
 
+    keys = command(sub, "keys", "the key file: the signing key, and an optional cipher key "
+                   "(docs/security.md)", "dune-ledger keys init", "dune-ledger keys show")
+    ksub = keys.add_subparsers(dest="keys_cmd", metavar="ACTION", parser_class=Parser)
+    keys.set_defaults(fn=lambda args: usage(keys))
+    kinit = command(ksub, "init", "create the key file (mode 0600), outside the database",
+                    "dune-ledger keys init", "dune-ledger keys init --cipher --file /etc/dl.key")
+    kinit.add_argument("--cipher", action="store_true",
+                       help="also an AES-256 key: encryption at rest")
+    kshow = command(ksub, "show", "print the public signing key", "dune-ledger keys show")
+    kadopt = command(ksub, "adopt", "sign, once, the rooms stored before signing",
+                     "dune-ledger keys adopt")
+    for kp in (kinit, kshow, kadopt):
+        kp.add_argument("--file", help="the key file (default: $DUNE_LEDGER_KEY_FILE, else "
+                                       "dune-ledger.key)")
+        kp.set_defaults(fn=cmd_keys)
+
     serve = command(sub, "serve", "serve the HTTP API (uvicorn)",
                     "dune-ledger serve", "dune-ledger serve --port 8080 --workers 2")
     serve.add_argument("--host", default="127.0.0.1",
@@ -639,6 +696,9 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:  # `dune-ledger export --all | head`: the reader has enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # the last resort: still no traceback for the user
         if os.environ.get("DUNE_LEDGER_DEBUG"):
             raise
@@ -648,8 +708,8 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     try:
         sys.stdout.flush()
-    except BrokenPipeError:  # `dune-ledger export --all | head`
-        code = code or 0
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
 
 

@@ -325,8 +325,11 @@ async def query(fn: Callable[..., Any], *args: Any) -> Any:
 
 def app_from_env() -> FastAPI:
     """For `uvicorn --factory` and `dune-ledger serve --workers N`: storage from DUNE_LEDGER_DB."""
+    from infrastructure import observability
     from infrastructure.storage import open_rooms
 
+    # A worker process of its own: its logs as the CLI's `serve` would set them.
+    observability.configure_logging(default_level="INFO")
     return create_app(lambda: open_rooms(None))
 
 

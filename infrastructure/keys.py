@@ -191,11 +191,16 @@ def raw_public(key: Ed25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
-def public_key_info(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The public signing key (created with the file when missing): what `keys show`
-    prints and `GET /keys` serves, so that anyone holding an export can verify it."""
+def public_key_info(path: str | os.PathLike[str] | None = None, *,
+                    create: bool = False) -> dict[str, Any]:
+    """The public signing key: what `keys show` prints and `GET /keys` serves, so that
+    anyone holding an export can verify it. A missing key file is an error, or
+    (`create`: a server, which is about to write) created."""
     keys = Keys(path)
     if not keys.loaded:
+        if not create:
+            raise KeyFileError(f"there is no key file at {keys.path}: run "
+                               "`dune-ledger keys init`, or set " + KEY_FILE_ENV)
         keys.create()
     current = keys.public[0]
     return {
@@ -211,8 +216,36 @@ def public_key_info(path: str | os.PathLike[str] | None = None) -> dict[str, Any
 
 
 def public_key_text(path: str | os.PathLike[str] | None = None) -> str:
-    """The public signing key as PEM text."""
-    return str(public_key_info(path)["pem"])
+    """The public signing key as PEM text, for `GET /keys` (the key file is created
+    when missing, as the server's first write would)."""
+    return str(public_key_info(path, create=True)["pem"])
+
+
+def adopt_rooms(app: Any, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """`keys adopt`: sign, once per key file, the rooms stored before appends were signed
+    (application/rooms.RoomsApp.adopt_unsigned). Once only: a room whose signatures
+    someone stripped later looks just like an old one, and must stay damaged."""
+    keys = Keys(path)
+    if not keys.loaded:
+        raise KeyFileError(f"there is no key file at {keys.path}: run `dune-ledger keys init`")
+    data = orjson.loads(keys.path.read_bytes())
+    if data.get("adopted_at"):
+        raise KeyFileError(f"the rooms stored before signing were adopted with this key file "
+                           f"on {data['adopted_at']}: adoption is done once, so that a room "
+                           "whose signatures were stripped since stays damaged")
+    report = app.adopt_unsigned()
+    from datetime import UTC, datetime
+
+    data["adopted_at"] = datetime.now(UTC).isoformat()
+    temp = keys.path.with_name(f".{keys.path.name}.adopt.{os.getpid()}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, keys.path)
+    return {"ok": True, **report}
 
 
 def init_key_file(path: str | os.PathLike[str] | None = None, *, cipher: bool = False

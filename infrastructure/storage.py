@@ -344,7 +344,8 @@ def private_files(path: str) -> None:
         raise UsageError(f"the database '{path}' cannot be used: it is a directory "
                          "(give a file: sqlite:///PATH)") from None
     except OSError as e:
-        raise UsageError(f"the database '{path}' cannot be used: {e.strerror}") from None
+        raise UsageError(f"cannot open the database '{path}': {e.strerror}: give --db a file "
+                         "in a directory that exists and that this user may write") from None
     for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
         try:
             if os.stat(name).st_mode & 0o077:

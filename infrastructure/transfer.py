@@ -5,26 +5,37 @@ events in version order:
 
     {"room": ID, "version": N, "type": "FeePaid", "payload": TEXT, "hash": HEX}
 
-`payload` is the exact stored payload (the JSON text the chain hash covers,
-with the fact, its schema version `v`, `prev`, the seat, the command id, the
-append, the time, and whatever else the payload carries, such as a
-signature), and `hash` is the event's chain hash (`application/stream.chain_hash`).
-Snapshots and read models are not exported: they are made again from the events.
+`payload` is the exact stored JSON, before any cipher: the fact, its schema
+version `v`, `prev`, the seat, the command id, the append, the time, and, on
+the last event of each append, the append's Ed25519 signature (`"sig"`, its
+last key). `hash` is the event's chain hash (`application/stream.chain_hash`,
+over the payload without its signature). Snapshots and read models are not
+exported: they are made again from the events.
 
-An import stores every event unchanged (same room ids, versions, types and
-payloads, so the same hashes) through the application's mapper and recorder,
-so that the read models follow it as they follow commands. It first checks
-the whole file and refuses all of it, storing nothing, when any room already
+An import stores every event unchanged (same room ids, versions, types,
+payloads and signatures, so the same hashes) through the application's
+mapper (which encrypts it when the store has a cipher key) and recorder, so
+that the read models follow it as they follow commands. It first checks the
+whole file and refuses all of it, storing nothing, when any room already
 exists in the store, or does not verify: a line that is not an event, a hash
-that is not its event's, a version out of order, or an audit of the room's
-replay (chain, conservation, shuffles, hand limits) that finds a problem.
+that is not its event's, a version out of order, a signature that this
+store's key does not verify, or an audit of the room's replay (chain,
+signatures, conservation, shuffles, hand limits) that finds a problem. The
+signatures are the source's: the importing store must sign with the same key
+file.
+
+A room written before the chain was signed carries no signature up to some
+version (all of it, in an export made before signing): its events up to there
+verify by their hashes, which every later signature covers. Such a room is
+adopted as `dune-ledger keys adopt` does (docs/security.md): its snapshots,
+signed with this store's key, record that version (`unsigned_upto`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 from uuid import UUID
 
@@ -32,7 +43,7 @@ import orjson
 
 from application.audit import audit_records
 from application.rooms import RoomsApp, room_uuid
-from application.stream import Recorded, Room, RoomSnapshot, chain_hash
+from application.stream import Recorded, Room, RoomSnapshot
 from domain.errors import Rejection
 from infrastructure import strict_json
 
@@ -55,15 +66,17 @@ class ExportedRoom:
 def export_lines(app: RoomsApp, room_id: str | UUID) -> Iterable[bytes]:
     """One room's stored events as export lines (unknown_room if it has none)."""
     uid = room_uuid(room_id)
-    records = app.records(uid)
+    records = app.stored_records(uid)
     if not records:
         raise Rejection("unknown_room", f"no room '{room_id}'")
     room = str(uid)
     for rec in records:
-        body = rec.body()
+        if not isinstance(rec, Recorded):
+            raise Rejection("room_damaged", f"room {room} version {rec.originator_version} "
+                            f"cannot be read: {rec.problem}; see docs/operations.md")
         yield orjson.dumps({"room": room, "version": rec.originator_version,
-                            "type": rec.type, "payload": body.decode("utf-8"),
-                            "hash": chain_hash(room, rec.originator_version, rec.type, body)})
+                            "type": rec.type, "payload": rec.stored_form().decode("utf-8"),
+                            "hash": rec.hash()})
         yield b"\n"
 
 
@@ -118,7 +131,14 @@ def parse_export(data: bytes) -> list[ExportedRoom]:
     return list(rooms.values())
 
 
-def verified(app: RoomsApp, exported: ExportedRoom) -> list[Recorded]:
+@dataclass
+class Checked:
+    room: UUID
+    records: list[Recorded]
+    unsigned_upto: int  # the events up to this version carry no signature (0: none)
+
+
+def verified(app: RoomsApp, exported: ExportedRoom) -> Checked:
     """The room's events as the mapper reads them, once every check has passed."""
     room = str(exported.room)
     records: list[Recorded] = []
@@ -127,24 +147,41 @@ def verified(app: RoomsApp, exported: ExportedRoom) -> list[Recorded]:
         if line["version"] != expected:
             raise ImportRefused(f"room {room}: version {line['version']} where {expected} "
                                 "was expected")
-        body = line["payload"].encode("utf-8")
-        if chain_hash(room, expected, line["type"], body) != line["hash"]:
+        rec = app.mapper.recorded(  # type: ignore[attr-defined]
+            exported.room, expected, line["type"], line["payload"].encode("utf-8"))
+        if not isinstance(rec, Recorded):
+            raise ImportRefused(f"{where}: not a stored event ({rec.problem})")
+        if rec.hash() != line["hash"]:
             raise ImportRefused(f"{where}: the hash is not the hash of its event")
-        try:
-            rec = app.mapper.recorded(exported.room, expected, line["type"], body)  # type: ignore[attr-defined]
-        except Exception as e:  # an unknown type or a payload the mapper cannot read
-            raise ImportRefused(f"{where}: not a stored event ({type(e).__name__}: "
-                                f"{str(e)[:100]})") from None
         records.append(rec)
+    upto = unsigned_prefix(records)
     try:
-        report, _ = audit_records(room, records)
+        report, _ = audit_records(room, records, signer=app.signer, unsigned_upto=upto)
     except Exception as e:  # a payload of the right shape whose fact does not fit
         raise ImportRefused(f"room {room}: its replay fails ({type(e).__name__})") from None
     failed = {name: check["details"][:3] for name, check in report["checks"].items()
               if not check["ok"]}
     if failed:
-        raise ImportRefused(f"room {room} does not verify: {orjson.dumps(failed).decode()}")
-    return records
+        hint = ""
+        if any("signature" in d for d in failed.get("chain_intact", [])):
+            hint = (" (signed with another key? import into a store that uses the "
+                    "source's key file, DUNE_LEDGER_KEY_FILE)")
+        raise ImportRefused(f"room {room} does not verify: {orjson.dumps(failed).decode()}"
+                            f"{hint}")
+    return Checked(exported.room, records, upto)
+
+
+def unsigned_prefix(records: list[Recorded]) -> int:
+    """The last version of the appends, from the first, that carry no signature: a
+    room stored before the chain was signed (all of it, or up to its adoption)."""
+    upto = 0
+    for i, rec in enumerate(records):
+        ends_append = i + 1 == len(records) or records[i + 1].append != rec.append
+        if ends_append:
+            if rec.signature is not None:
+                break
+            upto = rec.originator_version
+    return upto
 
 
 def exists(app: RoomsApp, room: UUID) -> bool:
@@ -153,33 +190,48 @@ def exists(app: RoomsApp, room: UUID) -> bool:
 
 def import_rooms(app: RoomsApp, rooms: list[ExportedRoom]) -> dict[str, int]:
     """Check every room, then store them all; {room: events stored}."""
-    checked: list[tuple[UUID, list[Recorded]]] = []
+    checked: list[Checked] = []
     for exported in rooms:
         if exists(app, exported.room):
             raise ImportRefused(f"room {exported.room} already exists in this store")
-        checked.append((exported.room, verified(app, exported)))
+        checked.append(verified(app, exported))
     stored: dict[str, int] = {}
-    for room, records in checked:
-        store_room(app, records)
-        stored[str(room)] = len(records)
+    for room in checked:
+        store_room(app, room)
+        stored[str(room.room)] = len(room.records)
     return stored
 
 
-def store_room(app: RoomsApp, records: list[Recorded]) -> None:
+def store_room(app: RoomsApp, checked: Checked) -> None:
     """Append the room's events as they were, then its snapshots (at the app's interval,
-    as commands would have taken them), made from the same events."""
+    as commands would have taken them, and at the end of an unsigned prefix), made from
+    the same events and signed with this store's key."""
+    records, upto = checked.records, checked.unsigned_upto
     mapper = app.mapper
     for start in range(0, len(records), IMPORT_BATCH):
         batch = records[start:start + IMPORT_BATCH]
         app.recorder.insert_events([mapper.to_stored_event(rec) for rec in batch])
-    interval = app.snapshotting_intervals.get(Room)
-    if app.snapshots is None or not interval:
+    interval = app.snapshotting_intervals.get(Room) or 0
+    if app.snapshots is None:
         return
     room: Room | None = None
     snapshots = []
-    for rec in records:
+    for i, rec in enumerate(records):
         room = rec.mutate(room)
-        if rec.originator_version % interval == 0:
-            snapshots.append(RoomSnapshot.take(room))
+        v = rec.originator_version
+        if i + 1 < len(records) and records[i + 1].append == rec.append:
+            continue  # snapshots fall where appends end, as commands take them
+        crossed = bool(interval) and v // interval > (rec.append - 1) // interval
+        # None before the end of an unsigned prefix: a load from it would check
+        # signatures that the events after it do not carry.
+        if v == upto or (v > upto and (crossed or (upto and i + 1 == len(records)))):
+            room.unsigned_upto = upto
+            snapshots.append(signed_snapshot(app, room))
     if snapshots:
         app.snapshots.put(snapshots)
+
+
+def signed_snapshot(app: RoomsApp, room: Room) -> RoomSnapshot:
+    snapshot = RoomSnapshot.take(room)
+    snapshot = replace(snapshot, stored=snapshot.body())
+    return replace(snapshot, signature=app.signer.sign(snapshot.signed_message()))

@@ -10,6 +10,7 @@ own writes. `rebuild` drops every row and projects the whole log again.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -36,6 +37,7 @@ from projections.projectors import (
 from projections.store import PUBLIC, MemoryStore, SealedRowError, Store
 
 BATCH = 500
+log = logging.getLogger("dune_ledger.read_models")
 # Room states each projector keeps in memory (least recently used first out); an
 # evicted room is read back from its projection's room table, so the bound costs a
 # query, never a replay.
@@ -462,7 +464,32 @@ def open_read_models(app: Any) -> ReadModels:
         store = PostgresStore(recorder.datastore, create, cipher)
     else:
         store = MemoryStore()
-    return ReadModels(recorder, app.mapper, store)
+    models = ReadModels(recorder, app.mapper, store)
+    if store.rebuilt_from is not None:
+        rebuild_after_upgrade(models, store.rebuilt_from)
+    return models
+
+
+def rebuild_after_upgrade(models: ReadModels, found: int) -> None:
+    """Tables of another schema version were dropped: project the whole log again,
+    saying so, with progress (a tenth at a time)."""
+    from projections.store import READ_MODEL_VERSION
+
+    total = models.head()
+    log.warning("read models: schema version %d found, %d expected: rebuilding them from "
+                "the event log (%d events)", found, READ_MODEL_VERSION, total)
+    started = time.perf_counter()
+    step = max(1, total // 10)
+    shown = [0]
+
+    def progress(done: int, total: int) -> None:
+        if done - shown[0] >= step or done == total:
+            shown[0] = done
+            log.info("read models: %d of %d events applied", done, total)
+
+    applied = models.catch_up(progress)
+    log.warning("read models: rebuilt, %d events in %.1f s", applied,
+                time.perf_counter() - started)
 
 
 def is_postgres(app: Any) -> bool:

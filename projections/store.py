@@ -26,6 +26,12 @@ Tables (shared by both SQL databases):
 A projection keeps each room's state in its own table so that a follower
 that stopped anywhere resumes without reading the stream again.
 
+`dl_schema(version)` records the shape of these tables and of their rows
+(`READ_MODEL_VERSION`). A store opened on tables of another version (or of
+none: before it was recorded) drops them and makes them again, and the
+read models are rebuilt from the event log (`open_read_models`). Bump it
+whenever a projector's rows or these tables change.
+
 With a cipher key (encryption at rest, docs/security.md) the private rows, every
 seat's view and the room states (which hold the deck and every hand), are
 stored encrypted by the events' cipher (the eventsourcing library's AES-GCM), as
@@ -67,6 +73,29 @@ SCHEMA = [
 ]
 AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
                    "room TEXT PRIMARY KEY, seats TEXT NOT NULL, due INTEGER NOT NULL)")
+
+# The read models' schema: bump it when their tables or what a projector writes change.
+READ_MODEL_VERSION = 1
+TABLES = ("dl_projection_tracking", "dl_public_log", "dl_seat_views", *ROOMS.values(),
+          "dl_autopilot_rooms")
+
+
+def upgrade_schema(c: Any, mark: str, had_tables: bool) -> int | None:
+    """Inside the store's creating transaction: drop read-model tables of another
+    schema version. The version they had (0: none recorded), or None when there was
+    nothing to drop."""
+    c.execute("CREATE TABLE IF NOT EXISTS dl_schema (version INTEGER NOT NULL)")
+    c.execute("SELECT version AS v FROM dl_schema")
+    row = c.fetchone()
+    found = None if row is None else int(row["v"])
+    if found == READ_MODEL_VERSION:
+        return None
+    for table in TABLES:
+        c.execute(f"DROP TABLE IF EXISTS {table}")
+    c.execute("DELETE FROM dl_schema")
+    c.execute(c_sql("INSERT INTO dl_schema (version) VALUES (?)", mark), (READ_MODEL_VERSION,))
+    return (found or 0) if had_tables else None
+
 
 Entry = tuple[str, int, int, str]  # room, seq, version, JSON
 View = tuple[str, str, int, str]  # room, seat, version, JSON
@@ -183,6 +212,10 @@ class Store(ABC):
 
     def close(self) -> None:
         return None
+
+    # The schema version of the tables this store dropped when it opened them (0: none
+    # recorded), so that the read models are rebuilt; None: nothing was dropped.
+    rebuilt_from: int | None = None
 
 
 # --- memory -------------------------------------------------------------------------
@@ -498,6 +531,9 @@ class SQLiteStore(SQLStore):
             self.conn.execute("PRAGMA journal_mode=WAL")
             c = self.conn.cursor()
             c.execute("BEGIN IMMEDIATE")
+            had = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                            "AND name = 'dl_projection_tracking'").fetchone() is not None
+            self.rebuilt_from = upgrade_schema(c, self.mark, had)
             for statement in SCHEMA:
                 c.execute(statement)
             existed = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
@@ -547,6 +583,8 @@ class PostgresStore(SQLStore):
         with datastore.transaction(commit=True) as c:
             c.execute(self.search_path)
             c.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("dl_schema"),))
+            c.execute("SELECT to_regclass('dl_projection_tracking') IS NOT NULL AS e")
+            self.rebuilt_from = upgrade_schema(c, self.mark, bool(c.fetchone()["e"]))
             for statement in SCHEMA:
                 c.execute(statement)
             c.execute("SELECT to_regclass('dl_autopilot_rooms') IS NOT NULL AS e")

@@ -14,6 +14,9 @@ recovers the last in-flight commands itself, and then checks the store:
   acknowledged version), and no rejected one left events;
 - no command id was applied twice (all events of one id are one append);
 - every room loads and passes the audit (replay equals the loaded state);
+- every append is signed, and each signature verifies with the public key of the
+  key file (checked here with `cryptography` directly, apart from the audit's own
+  check), and the key file is mode 0600;
 - every search left open by a killed worker is still open and its owner
   can complete it.
 
@@ -34,6 +37,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import orjson
 
@@ -167,20 +171,54 @@ def start_worker(args: argparse.Namespace, slot: int, rooms_file: Path) -> subpr
     )
 
 
+def signature_checker() -> tuple[Any, Path]:
+    """A verifier of the key file's public key, made here from its raw bytes, and the
+    key file's path."""
+    import base64
+
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from infrastructure.keys import key_path, public_key_info
+
+    public = Ed25519PublicKey.from_public_bytes(
+        base64.b64decode(public_key_info()["public_key"]))
+
+    def good(message: bytes, signature: str | None) -> bool:
+        if signature is None:
+            return False
+        try:
+            public.verify(base64.b64decode(signature), message)
+            return True
+        except (InvalidSignature, ValueError):
+            return False
+
+    return good, key_path()
+
+
 def verify(app: Any, rooms: list[str], journals: list[Path]) -> dict[str, Any]:
     from application.audit import audit_room
+    from application.stream import APPEND
 
     entries = [e for path in journals for e in journal_lines(path)]
     acks = [e for e in entries if e["k"] == "ack"]
     spans: dict[tuple[str, str, str], set[tuple[int, int]]] = defaultdict(set)
     appends: dict[tuple[str, str, str], set[int]] = defaultdict(set)
     events = 0
+    good, key_file = signature_checker()
+    signed_appends = 0
+    bad_signatures: list[str] = []
     for room in rooms:
-        records = app.records(app.load(room).id)
+        records = app.records(UUID(room))  # as stored: a room that no longer loads too
         events += len(records)
         last: dict[int, int] = {}
         for rec in records:
             last[rec.append] = rec.originator_version
+        for rec in records:
+            if last[rec.append] == rec.originator_version:  # the last event of its append
+                signed_appends += 1
+                if not good(APPEND + rec.hash().encode(), rec.signature):
+                    bad_signatures.append(f"{room}@{rec.originator_version}")
         for rec in records:
             if rec.command_id is not None and rec.seat is not None:
                 key = (room, rec.seat, rec.command_id)
@@ -221,6 +259,9 @@ def verify(app: Any, rooms: list[str], journals: list[Path]) -> dict[str, Any]:
         "applied_twice": twice[:20],
         "rejected_but_stored": rejected_but_stored[:20],
         "audit_failures": [a["room"] for a in audits if not a["ok"]],
+        "appends_signature_checked": signed_appends,
+        "bad_signatures": bad_signatures[:20],
+        "key_file_mode": oct(key_file.stat().st_mode & 0o777),
     }
 
 
@@ -293,6 +334,7 @@ def drill(args: argparse.Namespace) -> int:
                    "seconds": round(time.monotonic() - started, 1)})
     failed = (report["lost"] or report["applied_twice"] or report["rejected_but_stored"]
               or report["audit_failures"] or report["repeats_differing"] or crashed
+              or report["bad_signatures"] or report["key_file_mode"] != "0o600"
               or report["stored_without_ack"]
               or report["open_searches_completed"] != report["open_searches_after_restart"])
     report["ok"] = not failed
@@ -316,7 +358,14 @@ def main() -> int:
     p.add_argument("--snapshot-interval", type=int, default=7)
     p.add_argument("--seed", type=int, default=None, help="seeds the kill schedule only")
     p.add_argument("--dir", default="kill-drill", help="where the journals go")
+    p.add_argument("--key-file", default=os.environ.get("DUNE_LEDGER_KEY_FILE"),
+                   help="the key file every process signs with (default "
+                        "$DUNE_LEDGER_KEY_FILE, else drill.key in --dir)")
     args = p.parse_args()
+    if args.mode != "worker":
+        # The workers inherit it: every process signs with the same key.
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
+        os.environ["DUNE_LEDGER_KEY_FILE"] = args.key_file or str(Path(args.dir) / "drill.key")
     if args.mode == "worker":
         return worker(args)
     if not args.db:

@@ -7,6 +7,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+import orjson
 import pytest
 
 from application.audit import audit_records, audit_room
@@ -236,10 +237,11 @@ def test_every_version_conserves_cards_and_spice(app):
     assert replayed == state
 
 
-def test_the_demo_runs_the_ambassador_room(capsys):
-    from infrastructure.demo import run_demo
+def test_the_demo_runs_the_ambassador_room():
+    from infrastructure.demo import play_demo
 
     with open_rooms("memory://") as rooms:
-        assert run_demo(rooms) == 0
-    out = capsys.readouterr().out
+        transcript = play_demo(rooms)
+    assert transcript.ok
+    out = orjson.dumps(transcript.as_json()).decode()
     assert "ReceiptStaged" in out and "ambassador_income" in out and "ambassador_bonus" in out

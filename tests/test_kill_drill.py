@@ -76,3 +76,21 @@ def test_the_drill_would_notice_a_lost_or_doubled_command(tmp_path: Path) -> Non
     assert report["lost"] == ["ghost"]
     assert report["applied_twice"] == ["twice"]
     assert report["audit_failures"] == []
+
+
+def test_the_drill_would_notice_an_unsigned_append() -> None:
+    from application.stream import Recorded
+    from domain.events import CardDrawn
+    from infrastructure.storage import open_rooms
+
+    drill = drill_module()
+    app = open_rooms("memory://")
+    room = app.create_room(drill.LAYOUT)["room"]
+    assert drill.verify(app, [room], [])["bad_signatures"] == []
+    head = app.records(app.load(room).id)[-1]
+    card = app.load(room).state.deck[0]
+    forged = Recorded(head.originator_id, 2, CardDrawn(seat="emperor", card=card),
+                      head.hash(), "emperor", "forged", 2, head.at)  # no signature
+    app.recorder.insert_events([app.mapper.to_stored_event(forged)])  # type: ignore[arg-type]
+    report = drill.verify(app, [room], [])
+    assert report["bad_signatures"] == [f"{room}@2"]

@@ -259,7 +259,8 @@ def test_a_stale_kept_room_is_caught_by_the_save_and_then_caught_up_first(two_pr
     reads: list[int] = []
     save, records = a.save, a.stored_records
     monkeypatch.setattr(a, "save", lambda *objs: saves.append(1) or save(*objs))
-    monkeypatch.setattr(a, "stored_records", lambda *args, **kw: reads.append(1) or records(*args, **kw))
+    monkeypatch.setattr(a, "stored_records",
+                        lambda *args, **kw: reads.append(1) or records(*args, **kw))
     drawn = a.execute(room, "emperor", {"type": "draw"})  # a's kept room is at version 1
     assert drawn["ok"] and drawn["version"] == 3
     assert saves == [1, 1] and reads == []  # refused at version 2, then a load, then saved

@@ -1,0 +1,245 @@
+"""Damaged rooms (RULES 8): a stored stream that does not verify or cannot be read is
+refused with `room_damaged`, reported by the audit with its check and version (never
+a traceback), and fenced off by the read models and the worker; every other room goes
+on, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+
+from application.audit import audit_all, audit_room
+from application.rooms import RoomsApp, now, token_hash
+from application.stream import Room
+from domain.errors import Rejection
+from domain.layout import build_room, parse_layout
+from domain.rules import initial_state
+from infrastructure.demo import BOX_LAYOUT
+from infrastructure.storage import open_rooms
+from infrastructure.worker import Worker
+from tests.support import layout
+from tests.test_audit_parts import room_key, stored, tables, tamper
+
+
+@contextmanager
+def opened(url: str, **env: str) -> Iterator[RoomsApp]:
+    app = open_rooms(url, **env)
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def played(app: RoomsApp) -> str:
+    room = str(app.create_room(layout())["room"])
+    for seat in ("emperor", "harkonnen", "emperor", "harkonnen"):
+        assert app.execute(room, seat, {"type": "draw"})["ok"]
+    return room
+
+
+def events_row(url: str, app: RoomsApp, room: str, version: int) -> tuple[str, Any]:
+    events, _ = tables(app)
+    return (f"FROM {events} WHERE originator_id = ? AND originator_version = {version}",
+            room_key(url, room))
+
+
+def update(url: str, app: RoomsApp, room: str, version: int, column: str, value: Any) -> None:
+    events, _ = tables(app)
+    tamper(url, f"UPDATE {events} SET {column} = ? WHERE originator_id = ? "
+                f"AND originator_version = {version}", value, room_key(url, room))
+
+
+def row_cut_in_half(url: str, app: RoomsApp, room: str) -> None:
+    where, key = events_row(url, app, room, 3)
+    state = bytes(stored(url, f"SELECT state {where}", key))
+    update(url, app, room, 3, "state", state[: len(state) // 2])
+
+
+def not_json(url: str, app: RoomsApp, room: str) -> None:
+    update(url, app, room, 3, "state", b"this is not JSON")
+
+
+def unknown_topic(url: str, app: RoomsApp, room: str) -> None:
+    update(url, app, room, 3, "topic", "SpiceConjured")
+
+
+def middle_deleted(url: str, app: RoomsApp, room: str) -> None:
+    events, _ = tables(app)
+    tamper(url, f"DELETE FROM {events} WHERE originator_id = ? AND originator_version = 3",
+           room_key(url, room))
+
+
+def snapshot_not_json(url: str, app: RoomsApp, room: str) -> None:
+    _, snapshots = tables(app)
+    tamper(url, f"UPDATE {snapshots} SET state = ? WHERE originator_id = ?",
+           b"{not json", room_key(url, room))
+
+
+DAMAGE: dict[str, tuple[Callable[[str, RoomsApp, str], None], int, str]] = {
+    # name: (the damage, the version the refusal and the audit name, words of the audit)
+    "a truncated row": (row_cut_in_half, 3, "cannot be read"),
+    "a payload that is not JSON": (not_json, 3, "not JSON"),
+    "an unknown topic": (unknown_topic, 3, "not one of ours"),
+    "a deleted middle event": (middle_deleted, 3, "version 4 found where 3 was expected"),
+    "a snapshot that is not JSON": (snapshot_not_json, 4, "unloadable"),
+}
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_a_damaged_room_is_refused_reported_and_fenced_off(url: str, kind: str) -> None:
+    damage, version, words = DAMAGE[kind]
+    # A load reads the latest snapshot and the events after it: the damage is put where
+    # a load reads (an event's after the snapshot at 50; the snapshot, taken at 4).
+    interval = "4" if "snapshot" in kind else "50"
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL=interval) as app:
+        room, other = played(app), played(app)
+        damage(url, app, room)
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL=interval) as app:  # nothing kept
+        for _ in range(2):  # on every command, not once
+            result = app.execute(room, "emperor", {"type": "draw"})
+            assert not result["ok"] and result["error"]["code"] == "room_damaged", result
+            assert f"at version {version}" in result["error"]["message"]
+            assert "audit" in result["error"]["message"]  # what the operator should do
+        # The other room goes on: commands, views, the log.
+        assert app.execute(other, "emperor", {"type": "draw"})["ok"]
+        assert app.seat_view(other, "emperor")["version"] == 6
+        assert app.public_log(other)
+        report = audit_room(app, room)
+        assert report["ok"] is False
+        failed = {name: c["details"] for name, c in report["checks"].items() if c["ok"] is False}
+        assert any(words in detail for details in failed.values() for detail in details), report
+        verdicts = {r["room"]: r["ok"] for r in audit_all(app)}
+        assert verdicts[room] is False and verdicts[other] is True
+        # A rebuild of the read models goes through, fencing the room off if it must.
+        assert app.read_models is not None
+        app.read_models.rebuild()
+        assert app.seat_view(other, "emperor")["version"] == 6
+        Worker(app, ticks=[], subscribe=False).tick()
+
+
+def test_damage_behind_the_latest_snapshot_is_the_audits_to_find(url: str) -> None:
+    """The signed snapshot stands for the events before it (its head hash commits to
+    them): commands go on from the state the server signed, and the audit, which
+    replays every event, reports the edit with its version."""
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+        room = played(app)
+        not_json(url, app, room)
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+        assert app.execute(room, "emperor", {"type": "draw"})["ok"]
+        report = audit_room(app, room)
+        assert report["checks"]["chain_intact"]["details"] == [
+            "version 3 (CardDrawn): the stored event cannot be read (not JSON)"]
+
+
+def test_the_cli_audit_reports_a_damaged_room_without_a_traceback(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import orjson
+
+    from infrastructure.cli import main
+
+    with opened(url) as app:
+        room = played(app)
+        not_json(url, app, room)
+    if url.startswith("postgresql"):
+        pytest.skip("the CLI's audit --all of the shared session database audits every test's "
+                    "rooms: the SQLite run covers the CLI")
+    assert main(["--db", url, "audit", room]) == 1
+    out = capsys.readouterr()
+    report = orjson.loads(out.out)
+    assert report["checks"]["chain_intact"]["details"] == [
+        "version 3 (CardDrawn): the stored event cannot be read (not JSON)"]
+    assert "Traceback" not in out.err
+    assert main(["--db", url, "audit", "--all"]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def hostile_room(app: RoomsApp, *, bank: int | None = None, emperor: int | None = None) -> Room:
+    """A room with a Bank or an Emperor's spice a layout's bounds refuse, stored as a
+    writer that skipped the bounds would store it (signed: the server wrote it)."""
+    parsed = parse_layout(BOX_LAYOUT)
+    rid = uuid4()
+    created = build_room(parsed, str(rid), app.randomness(parsed.seed, 0))
+    if bank is not None:
+        created.state["bank"] = bank  # type: ignore[attr-defined]
+    if emperor is not None:
+        seats = created.state["seats"]  # type: ignore[attr-defined]
+        next(s for s in seats if s["faction"] == "emperor")["spice"] = emperor
+    room = Room(rid, initial_state(created))
+    room.record([created], None, seat=None, command_id=None, at=now(),
+                meta={"token_hashes": {s.faction: token_hash(s.faction) for s in parsed.seats}})
+    app.save(room)
+    return room
+
+
+def test_a_bank_beyond_64_bits_is_answered_as_applied_and_audited(url: str) -> None:
+    """A Bank of 2^64 - 1 and a Box fee: the state no longer encodes. The command that
+    made it, crossing a snapshot, is answered as applied (the snapshot is skipped), and
+    `audit --all` reports every room."""
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="2") as app:
+        other = played(app)
+        room = str(hostile_room(app, bank=2**64 - 1).id)
+        begun = app.execute(room, "richese", {"type": "begin_search", "card": "nullentropy-box"})
+        assert begun["ok"], begun  # it was applied, and says so
+        assert app.load(room).version == begun["version"]
+        assert app.seat_view(other, "emperor")["version"] == 5
+        reports = {r["room"]: r for r in audit_all(app)}
+        assert reports[other]["ok"] and room in reports
+
+
+def test_spice_beyond_64_bits_fences_its_room_off_and_no_other(url: str) -> None:
+    """An Emperor at 2^64 - 1 paid 3 of income: that room's views cannot be made. Every
+    other room's views (a brand-new room's too), the rebuild and the worker go on."""
+    from domain.ambassador import EmperorIncomePaid
+
+    with opened(url) as app:
+        other = played(app)
+        hostile = hostile_room(app, emperor=2**64 - 1)
+        hostile.record([EmperorIncomePaid(event="e", emperor="emperor", amount=3)],
+                       None, seat="emperor", command_id="income", at=now())
+        app.save(hostile)
+        room = str(hostile.id)
+        assert app.seat_view(other, "emperor")["version"] == 5
+        fresh = played(app)
+        assert app.seat_view(fresh, "harkonnen")["version"] == 5
+        for read in (lambda: app.seat_view(room, "emperor"), lambda: app.public_view(room)):
+            with pytest.raises(Rejection) as refused:
+                read()
+            assert refused.value.code == "room_damaged"
+        assert app.read_models is not None
+        app.read_models.rebuild()
+        assert app.seat_view(other, "emperor")["version"] == 5
+        Worker(app, subscribe=False).tick()
+        reports = {r["room"]: r for r in audit_all(app)}
+        assert reports[other]["ok"] and reports[fresh]["ok"]
+        assert reports[room]["ok"] is False  # its read models cannot be made
+
+
+def test_the_postgres_follower_fences_a_room_off(pg_url: str) -> None:
+    """The LISTEN/NOTIFY follower (the worker on PostgreSQL) takes a row it cannot read
+    and goes on with the other rooms."""
+    import time
+
+    from projections.follow import subscription_runner
+
+    with opened(pg_url) as app:
+        assert app.read_models is not None
+        runner = subscription_runner(app, app.read_models)
+        try:
+            room, other = played(app), played(app)
+            events, _ = tables(app)
+            # A row that cannot be read, stored after the follower started (without a
+            # notification: the next one brings it along).
+            tamper(pg_url, f"INSERT INTO {events} (originator_id, originator_version, topic, "
+                           "state) VALUES (?, 6, 'CardDrawn', ?)", UUID(room), b"garbage")
+            assert app.execute(other, "emperor", {"type": "discard", "card": "karama-1"})["ok"]
+            deadline = time.monotonic() + 10
+            while app.read_models.version(other) != 6 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert app.read_models.version(other) == 6
+            assert not runner.is_interrupted.is_set()
+        finally:
+            runner.__exit__(None, None, None)
