@@ -295,3 +295,27 @@ def test_a_room_stored_before_signing_is_adopted_once_and_signed_from_there_on(
     with opened(url, key_file=key) as app:
         assert "not signed" in refused_as_damaged(app, old)
         assert not audit_room(app, old)["ok"]
+
+
+def test_a_process_that_kept_the_room_finds_an_append_made_without_the_key(url: str) -> None:
+    """A command decided on a room kept in memory meets the forged append at its save,
+    reads the room again and refuses it; so does catching a kept room up."""
+    from domain.events import CardDrawn
+
+    with opened(url) as app:
+        room, _ = played(app)
+        assert app.kept.rooms  # kept after its last command
+        head = app.records(UUID(room))[-1]
+        card = app.load(room).state.deck[0]
+        app.kept.keep(app.load(room))
+        before = app.load(room)  # as a process holds it, before the forged append
+        forged = Recorded(head.originator_id, head.originator_version + 1,
+                          CardDrawn(seat="emperor", card=card), head.hash(), "emperor", "x",
+                          head.originator_version + 1, head.at)  # no signature
+        app.recorder.insert_events(  # type: ignore[attr-defined]
+            [app.mapper.to_stored_event(forged)])  # type: ignore[arg-type]
+        assert "not signed" in refused_as_damaged(app, room)
+        app.kept.keep(before)
+        with pytest.raises(Rejection) as refused:
+            app.current(room)
+        assert refused.value.code == "room_damaged" and "not signed" in refused.value.message
