@@ -434,6 +434,12 @@ class RoomsApp(Application[UUID]):
                 yield n.originator_id  # type: ignore[misc]
             start = batch[-1].id + 1
 
+    def stored_room_ids(self) -> list[UUID]:
+        """Every room with any stored event (the audit's), where the store can list them;
+        else `room_ids`."""
+        select = getattr(self.recorder, "select_room_ids", None)
+        return list(select()) if select is not None else list(self.room_ids())
+
     # Views and the log come from the read models (projections/), caught up
     # incrementally first so that a reader sees its own writes; a read never
     # replays a stream. `open_rooms` injects them; `view_at` alone reads the stream.

@@ -86,6 +86,9 @@ DAMAGE: dict[str, tuple[Callable[[str, RoomsApp, str], None], int, str]] = {
     "an unknown topic": (unknown_topic, 3, "not one of ours"),
     "a deleted middle event": (middle_deleted, 3, "version 4 found where 3 was expected"),
     "a snapshot that is not JSON": (snapshot_not_json, 4, "unloadable"),
+    # (audit --all still finds the room: it lists rooms by their stored events)
+    "a renamed RoomCreated": (lambda url, app, room: update(url, app, room, 1, "topic",
+                                                            "RoomForged"), 1, "not one of ours"),
 }
 
 
