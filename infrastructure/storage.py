@@ -121,7 +121,7 @@ class RoomMapper(Mapper[UUID]):
                                 stored=body)
         except Exception as e:
             return Undecodable(room_id, version, "RoomSnapshot",
-                               f"the snapshot cannot be read ({unreadable(e)})")
+                               f"the snapshot cannot be read ({self.unreadable(e, stored)})")
 
     def recorded(self, room_id: UUID, version: int, topic: str,
                  stored: bytes) -> Recorded | Undecodable:
@@ -152,18 +152,19 @@ class RoomMapper(Mapper[UUID]):
             )
         except Exception as e:
             return Undecodable(room_id, version, topic,
-                               f"the stored event cannot be read ({unreadable(e)})")
+                               f"the stored event cannot be read ({self.unreadable(e, stored)})")
 
-
-def unreadable(e: Exception) -> str:
-    """What is wrong with a row, in words that name no stored value."""
-    if isinstance(e, orjson.JSONDecodeError):
-        return "not JSON"
-    if isinstance(e, ValueError) and "cipher" in str(e).lower():
-        return "it does not decrypt with this key file's cipher key"
-    if isinstance(e, KeyError | TypeError):
-        return "a field is missing or of the wrong kind"
-    return type(e).__name__
+    def unreadable(self, e: Exception, stored: bytes) -> str:
+        """What is wrong with a row, in words that name no stored value."""
+        if isinstance(e, orjson.JSONDecodeError):
+            if not self.cipher and stored[:1] != b"{":
+                return "not JSON; if the store is encrypted, the key file lacks its cipher key"
+            return "not JSON"
+        if isinstance(e, ValueError) and "cipher" in str(e).lower():
+            return "it does not decrypt with this key file's cipher key"
+        if isinstance(e, KeyError | TypeError):
+            return "a field is missing or of the wrong kind"
+        return type(e).__name__
 
 
 # PostgreSQL pool and timeouts: our variable -> (the library's key, default). Integers.

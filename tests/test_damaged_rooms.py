@@ -134,8 +134,9 @@ def test_damage_behind_the_latest_snapshot_is_the_audits_to_find(url: str) -> No
     with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
         assert app.execute(room, "emperor", {"type": "draw"})["ok"]
         report = audit_room(app, room)
-        assert report["checks"]["chain_intact"]["details"] == [
-            "version 3 (CardDrawn): the stored event cannot be read (not JSON)"]
+        (detail,) = report["checks"]["chain_intact"]["details"]
+        assert detail.startswith("version 3 (CardDrawn): the stored event cannot be read "
+                                 "(not JSON")
 
 
 def test_the_cli_audit_reports_a_damaged_room_without_a_traceback(
@@ -153,8 +154,8 @@ def test_the_cli_audit_reports_a_damaged_room_without_a_traceback(
     assert main(["--db", url, "audit", room]) == 1
     out = capsys.readouterr()
     report = orjson.loads(out.out)
-    assert report["checks"]["chain_intact"]["details"] == [
-        "version 3 (CardDrawn): the stored event cannot be read (not JSON)"]
+    (detail,) = report["checks"]["chain_intact"]["details"]
+    assert detail.startswith("version 3 (CardDrawn): the stored event cannot be read (not JSON")
     assert "Traceback" not in out.err
     assert main(["--db", url, "audit", "--all"]) == 1
     assert "Traceback" not in capsys.readouterr().err
