@@ -22,7 +22,6 @@ from application.rooms import RandomnessFactory, RoomsApp
 from application.stream import Recorded, RoomSnapshot, Undecodable, signed, unsigned
 from domain.events import EVENT_TYPES
 from infrastructure import randomness
-from infrastructure.keys import KeyFileError, Keys
 from projections import open_read_models
 
 DEFAULT_URL = "sqlite:///dune-ledger.db"
@@ -280,12 +279,11 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
     """The rooms application on the storage of `url`, signing with the key file
     (`key_file`, else $DUNE_LEDGER_KEY_FILE, else `dune-ledger.key`: created on the
     first write when missing) and, when it holds a cipher key, encrypting at rest."""
+    from infrastructure.keys import Keys  # it names its errors after ours
+
     url = url or os.environ.get("DUNE_LEDGER_DB") or DEFAULT_URL
     env = environment(url)
-    try:
-        keys = Keys(key_file)
-    except KeyFileError as e:
-        raise UsageError(str(e)) from None
+    keys = Keys(key_file)  # a key file that cannot be read or made: a UsageError
     env.update(keys.cipher_env())
     env.update(extra_env)
     if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
