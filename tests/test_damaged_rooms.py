@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -247,3 +248,21 @@ def test_the_postgres_follower_fences_a_room_off(pg_url: str) -> None:
             assert not runner.is_interrupted.is_set()
         finally:
             runner.__exit__(None, None, None)
+
+
+def test_rebuild_and_worker_on_the_command_line_go_past_a_damaged_room(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from infrastructure.cli import main
+
+    url = f"sqlite:///{tmp_path / 'rooms.db'}"
+    with opened(url) as app:
+        room, other = played(app), played(app)
+        update(url, app, room, 2, "state", b"{truncated")
+    assert main(["--db", url, "projections", "rebuild"]) == 0
+    assert main(["--db", url, "worker", "--once"]) == 0
+    assert main(["--db", url, "room", "view", other, "--as", "emperor"]) == 0
+    assert main(["--db", url, "room", "view", room, "--as", "emperor"]) == 1
+    assert main(["--db", url, "room", "command", room, "--as", "emperor",
+                 '{"type": "draw"}']) == 1
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "room_damaged" in err
