@@ -319,3 +319,38 @@ def test_a_process_that_kept_the_room_finds_an_append_made_without_the_key(url: 
         with pytest.raises(Rejection) as refused:
             app.current(room)
         assert refused.value.code == "room_damaged" and "not signed" in refused.value.message
+
+
+def test_a_past_view_between_snapshots_is_checked_against_its_appends_signature(
+        url: str) -> None:
+    """An edit between two snapshots, its hashes recomputed up to the next snapshot
+    only, leaves every current load whole: `room at` a version inside it is refused."""
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+        room = app.create_room(layout())["room"]
+        for i in range(4):
+            seat = ("emperor", "harkonnen")[i % 2]
+            assert app.execute(room, seat, {"type": "draw"})["ok"]
+            card = app.load(room).state.seat(seat).hand[-1]
+            assert app.execute(room, seat, {"type": "discard", "card": card})["ok"]
+        records = app.records(UUID(room))
+        assert [r.originator_version for r in records] == list(range(1, 10))
+        assert app.view_at(room, 6, "emperor")["version"] == 6
+        events, _ = tables(app)
+        prev = records[4].prev_hash  # event 5 follows the snapshot at 4
+        for rec in records[4:7]:  # events 5 to 7; the snapshot at 8 holds the honest head
+            if rec.originator_version == 5:
+                rec.at = "2000-01-01T00:00:00+00:00"
+            rec.prev_hash, rec.stored = prev, None
+            tamper(url, f"UPDATE {events} SET state = ? WHERE originator_id = ? "
+                        "AND originator_version = ?",
+                   app.mapper.seal(rec.stored_form()),  # type: ignore[attr-defined]
+                   room_key(url, room), rec.originator_version)
+            prev = rec.hash()
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+        assert app.load(room).version == 9  # the latest snapshot and what follows: honest
+        for version in (5, 6, 7):
+            with pytest.raises(Rejection) as refused:
+                app.view_at(room, version, "emperor")
+            assert refused.value.code == "room_damaged"
+        assert app.view_at(room, 9, "emperor")["version"] == 9
+        assert not audit_room(app, room)["ok"]
