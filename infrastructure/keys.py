@@ -113,6 +113,9 @@ class Keys:
         if cipher is not None:
             unb64(cipher, "cipher_key", 32)
         self.signing, self.public, self.cipher_key = signing, public, cipher
+        if not self.loaded and self.path.stat().st_mode & 0o077:
+            print(f"dune-ledger: the key file {self.path} can be read by others: "
+                  f"chmod 600 {self.path}", file=sys.stderr)
         self.loaded = True
         return True
 
