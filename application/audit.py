@@ -537,7 +537,7 @@ def _live_state_hash(app: RoomsApp, uid: UUID, version: int) -> str:
 
 def audit_all(app: RoomsApp, processes: int = 1) -> list[dict[str, Any]]:
     reports = []
-    for rid in app.room_ids():
+    for rid in app.stored_room_ids():
         try:
             reports.append(audit_room(app, str(rid), processes))
         except Rejection as r:  # its first event is there, the rest is not

@@ -27,6 +27,7 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.persistence import IntegrityError, Recording
 
 from application.stream import (
+    APPEND,
     GENESIS,
     Damaged,
     Recorded,
@@ -379,7 +380,10 @@ class RoomsApp(Application[UUID]):
                 return latest
 
             def fold(_: Room | None, items: Any) -> Room | None:
-                return verified_room(items, signer, whole=version is None)
+                room = verified_room(items, signer, whole=version is None)
+                if version is not None and room is not None:
+                    self._signed_past(room)
+                return room
 
             room: Room = self.repository.get(uid, version=version, projector_func=fold)
         except AggregateNotFoundError:
@@ -388,6 +392,31 @@ class RoomsApp(Application[UUID]):
             raise damaged(uid, d, signer) from None
         assert isinstance(room, Room)
         return room
+
+    def _signed_past(self, room: Room, batch: int = 64) -> None:
+        """A past version of a room is as signed: the events from its snapshot to it
+        (which `verified_room` hash-checked) are covered by the signature that ends the
+        append holding it, read on to here. Raises Damaged."""
+        last = room.last
+        if last is None:  # a snapshot at exactly that version: its signature was checked
+            return
+        head, after = room.head_hash(), room.version
+        while last.signature is None:
+            following = self.stored_records(room.id, gt=after, lte=after + batch)
+            if not following:
+                raise Damaged(after, "the last append is not signed")
+            for rec in following:
+                if type(rec) is not Recorded:
+                    raise Damaged(rec.originator_version, cast(Undecodable, rec).problem)
+                if rec.originator_version != after + 1 or rec.prev_hash != head:
+                    raise Damaged(after + 1, "it does not carry its predecessor's hash")
+                if rec.append != last.append:
+                    raise Damaged(after, "its append is not signed")
+                head, after, last = rec.hash(), after + 1, rec
+                if last.signature is not None:
+                    break
+        if not self.signer.verify(APPEND + head.encode(), last.signature):
+            raise Damaged(last.originator_version, "the signature of its append does not verify")
 
     def records(
         self, room_id: UUID, gt: int | None = None, lte: int | None = None
@@ -433,6 +462,12 @@ class RoomsApp(Application[UUID]):
             for n in batch:
                 yield n.originator_id  # type: ignore[misc]
             start = batch[-1].id + 1
+
+    def stored_room_ids(self) -> list[UUID]:
+        """Every room with any stored event (the audit's), where the store can list them;
+        else `room_ids`."""
+        select = getattr(self.recorder, "select_room_ids", None)
+        return list(select()) if select is not None else list(self.room_ids())
 
     # Views and the log come from the read models (projections/), caught up
     # incrementally first so that a reader sees its own writes; a read never

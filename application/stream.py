@@ -327,8 +327,9 @@ def verified_room(items: Iterable[Stored], signer: Signer, *, room: Room | None 
             v = item.originator_version
             if room is not None or last is not None:
                 raise Damaged(v, "a snapshot is stored among the events")
-            if item.signature is None or not signer.verify(item.signed_message(),
-                                                           item.signature):
+            if item.signature is None:
+                raise Damaged(v, "the snapshot is not signed")
+            if not signer.verify(item.signed_message(), item.signature):
                 raise Damaged(v, "the snapshot's signature does not verify")
             try:
                 room = item.mutate(None)

@@ -33,13 +33,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 from eventsourcing.cryptography import AESCipher
 
+from infrastructure.storage import UsageError
+
 KEY_FILE_ENV = "DUNE_LEDGER_KEY_FILE"
 DEFAULT_KEY_FILE = "dune-ledger.key"
 CIPHER_TOPIC = "eventsourcing.cryptography:AESCipher"
 FORMAT = 1
 
 
-class KeyFileError(ValueError):
+class KeyFileError(UsageError):
     """The key file cannot be read, written or understood (a usage error: exit 2)."""
 
 
@@ -74,7 +76,14 @@ class Keys:
         self.public: list[Ed25519PublicKey] = []  # the current key first, then retired ones
         self.cipher_key: str | None = None
         self.loaded = False
-        self.load()
+        if not self.load():
+            # Created by the first write: a setting that cannot work is said now, not
+            # in the middle of a command.
+            folder = self.path.parent
+            if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+                raise KeyFileError(f"there is no key file at {self.path}, and it cannot be "
+                                   f"created in {folder}: set {KEY_FILE_ENV} to a writable "
+                                   "place, or run `dune-ledger keys init --file PATH`")
 
     # --- reading and creating the file --------------------------------------------------
 
@@ -104,6 +113,9 @@ class Keys:
         if cipher is not None:
             unb64(cipher, "cipher_key", 32)
         self.signing, self.public, self.cipher_key = signing, public, cipher
+        if not self.loaded and self.path.stat().st_mode & 0o077:
+            print(f"dune-ledger: the key file {self.path} can be read by others: "
+                  f"chmod 600 {self.path}", file=sys.stderr)
         self.loaded = True
         return True
 

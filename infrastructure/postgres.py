@@ -214,6 +214,18 @@ class RoomsRecorder(PostgresApplicationRecorder):
                          lambda: self.events_query("originator_version, topic, state", *shape),
                          {"room": room_id, "gt": gt, "lte": lte})
 
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_room_ids(self) -> list[UUID]:
+        """Every room with any stored event, in the order of its first: an audit of all
+        rooms also finds one whose RoomCreated was deleted or renamed."""
+        statement = SQL("SELECT originator_id FROM {schema}.{table} GROUP BY originator_id "
+                        "ORDER BY MIN(notification_id)").format(
+            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        with self.datastore.get_connection() as conn, \
+                conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(statement)
+            return [room for room, in curs.fetchall()]
+
     def events_query(self, columns: str, gt: bool = False, lte: bool = False,
                      desc: bool = False, limit: bool = False) -> Composed:
         """A room's events, in version order, after %(gt)s, up to %(lte)s, %(limit)s of them."""

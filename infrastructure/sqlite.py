@@ -33,3 +33,13 @@ class RoomsSQLiteRecorder(SQLiteApplicationRecorder):
             cursor.row_factory = None  # plain tuples, not a sqlite3.Row per row
             cursor.execute(statement + " ORDER BY originator_version ASC", params)
             return cursor.fetchall()
+
+    def select_room_ids(self) -> list[UUID]:
+        """Every room with any stored event, in the order of its first: an audit of all
+        rooms also finds one whose RoomCreated was deleted or renamed."""
+        with self.datastore.transaction(commit=False) as c:
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None
+            cursor.execute(f"SELECT originator_id FROM {self.events_table_name} "
+                           "GROUP BY originator_id ORDER BY MIN(rowid)")
+            return [UUID(str(room)) for room, in cursor.fetchall()]

@@ -23,7 +23,6 @@ from application.rooms import RandomnessFactory, RoomsApp
 from application.stream import Recorded, RoomSnapshot, Undecodable, signed, unsigned
 from domain.events import EVENT_TYPES
 from infrastructure import observability, randomness
-from infrastructure.keys import KeyFileError, Keys
 from projections import open_read_models
 
 DEFAULT_URL = "sqlite:///dune-ledger.db"
@@ -126,7 +125,7 @@ class RoomMapper(Mapper[UUID]):
                                 stored=body)
         except Exception as e:
             return Undecodable(room_id, version, "RoomSnapshot",
-                               f"the snapshot cannot be read ({unreadable(e)})")
+                               f"the snapshot cannot be read ({self.unreadable(e, stored)})")
 
     def recorded(self, room_id: UUID, version: int, topic: str,
                  stored: bytes) -> Recorded | Undecodable:
@@ -157,18 +156,19 @@ class RoomMapper(Mapper[UUID]):
             )
         except Exception as e:
             return Undecodable(room_id, version, topic,
-                               f"the stored event cannot be read ({unreadable(e)})")
+                               f"the stored event cannot be read ({self.unreadable(e, stored)})")
 
-
-def unreadable(e: Exception) -> str:
-    """What is wrong with a row, in words that name no stored value."""
-    if isinstance(e, orjson.JSONDecodeError):
-        return "not JSON"
-    if isinstance(e, ValueError) and "cipher" in str(e).lower():
-        return "it does not decrypt with this key file's cipher key"
-    if isinstance(e, KeyError | TypeError):
-        return "a field is missing or of the wrong kind"
-    return type(e).__name__
+    def unreadable(self, e: Exception, stored: bytes) -> str:
+        """What is wrong with a row, in words that name no stored value."""
+        if isinstance(e, orjson.JSONDecodeError):
+            if not self.cipher and stored[:1] != b"{":
+                return "not JSON; if the store is encrypted, the key file lacks its cipher key"
+            return "not JSON"
+        if isinstance(e, ValueError) and "cipher" in str(e).lower():
+            return "it does not decrypt with this key file's cipher key"
+        if isinstance(e, KeyError | TypeError):
+            return "a field is missing or of the wrong kind"
+        return type(e).__name__
 
 
 # PostgreSQL pool and timeouts: our variable -> (the library's key, default). Integers.
@@ -307,12 +307,11 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
     """The rooms application on the storage of `url`, signing with the key file
     (`key_file`, else $DUNE_LEDGER_KEY_FILE, else `dune-ledger.key`: created on the
     first write when missing) and, when it holds a cipher key, encrypting at rest."""
+    from infrastructure.keys import Keys  # it names its errors after ours
+
     url = url or os.environ.get("DUNE_LEDGER_DB") or DEFAULT_URL
     env = environment(url)
-    try:
-        keys = Keys(key_file)
-    except KeyFileError as e:
-        raise UsageError(str(e)) from None
+    keys = Keys(key_file)  # a key file that cannot be read or made: a UsageError
     env.update(keys.cipher_env())
     env.update(extra_env)
     if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":

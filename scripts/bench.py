@@ -25,6 +25,13 @@ Figures (sizes are for the full run; --quick and --smoke shrink them):
 - memory: peak RSS of a `dune-ledger worker --once` process on a database of
   10,000 rooms each with an open search, against a bare Python process that
   imports the same modules.
+- integrity (issue 18): command latency (RoomsApp.execute, a decided draw,
+  discard or Box search) and load latency (RoomsApp.load: the snapshot and the
+  events after it, verified) with the key file's Ed25519 signatures, against the
+  same with a signer that signs and checks nothing, and the audit of a room of
+  about 60 events saved one command at a time (a signature each); and with
+  encryption at rest (a cipher key) against without. Each pair runs in the same
+  run, in turn.
 
 Long rooms are produced with the real rules (domain.rules.decide on the room
 state with a seeded source: draws, discards and Box searches by several
@@ -40,6 +47,7 @@ PYTHONPATH to a worktree to measure another commit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -496,6 +504,88 @@ def bench_memory(storage: str, tmp: Path, count: int) -> dict[str, Any]:
             "worker_seconds": round(seconds, 2), "worker_rc": worker["rc"]}
 
 
+class NoSigning:
+    """A signer that signs and checks nothing, as long as a real one: the baseline
+    of what the signatures cost."""
+
+    def sign(self, message: bytes) -> str:
+        return "A" * 86 + "=="
+
+    def verify(self, message: bytes, signature: str) -> bool:
+        return True
+
+
+def bench_integrity(storage: str, tmp: Path, size: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per command, per load and per audit: signed against unsigned, encrypted against
+    plain."""
+    from infrastructure.keys import Keys
+
+    keys = {"plain": tmp / "plain.key", "cipher": tmp / "cipher.key"}
+    for name, path in keys.items():
+        if not path.exists():
+            Keys(path).create(cipher=name == "cipher", announce=False)
+    variants = {"signed": ("plain", True), "unsigned": ("plain", False),
+                "encrypted": ("cipher", True)}
+    apps: dict[str, RoomsApp] = {}
+    rooms: dict[str, list[str]] = {}
+    count = max(3, size["samples"] // 4)
+    with contextlib.ExitStack() as stack:
+        for name, (key, signing) in variants.items():
+            url = stack.enter_context(database(storage, tmp, f"integrity_{name}"))
+            app = open_rooms(url, key_file=str(keys[key]))
+            stack.callback(app.close)
+            if not signing:
+                app.signer = NoSigning()
+            apps[name] = app
+            rooms[name] = [long_room(app, 60, seed=i) for i in range(count)]
+        rng = random.Random(3)
+        # Wall time, and this process's CPU time (the signatures and the cipher are CPU;
+        # a SQLite commit's wait for the disk is not, and varies far more).
+        commands: dict[str, list[float]] = {name: [] for name in variants}
+        loads: dict[str, list[float]] = {name: [] for name in variants}
+        cpu: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in variants}
+        for turn in range(size["samples"]):
+            for name, app in apps.items():  # in turn: noise falls on every variant alike
+                for room_id in rooms[name]:
+                    room = app.load(room_id)
+                    seat, raw, _ = next_move(room.state, room.version, turn, rng)
+                    app.kept.keep(room)  # as after this process's last command
+                    started, used = time.perf_counter(), time.process_time()
+                    result = app.execute(room_id, seat, raw)
+                    commands[name].append(time.perf_counter() - started)
+                    cpu[name][0].append(time.process_time() - used)
+                    if not result["ok"]:
+                        raise RuntimeError(f"a sampled command was refused: {result['error']}")
+                    started, used = time.perf_counter(), time.process_time()
+                    app.load(room_id)
+                    loads[name].append(time.perf_counter() - started)
+                    cpu[name][1].append(time.process_time() - used)
+        # The audit checks every append's signature (one per command in these rooms).
+        audits = {name: median_time(lambda app=app, name=name: audit_room(app, rooms[name][0]),
+                                    AUDIT_PASSES) for name, app in apps.items()}
+    median = {name: (statistics.median(commands[name]), statistics.median(loads[name]),
+                     audits[name]) for name in variants}
+    rows = []
+    for what, name, base in (("signing", "signed", "unsigned"),
+                             ("encryption", "encrypted", "signed")):
+        for i, kind in enumerate(("command", "load", "audit")):
+            ratio = median[name][i] / median[base][i]
+            row = {"storage": storage, "cost": what, "of": kind,
+                   "ms": round(median[name][i] * 1000, 3),
+                   "baseline_ms": round(median[base][i] * 1000, 3),
+                   "ratio": round(ratio, 3), "samples": len(commands[name])}
+            if kind != "audit":  # (process_time's tick is too coarse for one sample alone:
+                # the ratio of the sums over every sample)
+                used, base_used = sum(cpu[name][i]), sum(cpu[base][i])
+                row.update({"cpu_ms": round(used / len(cpu[name][i]) * 1000, 3),
+                            "cpu_baseline_ms": round(base_used / len(cpu[base][i]) * 1000, 3),
+                            "cpu_ratio": round(used / base_used, 3) if base_used else None})
+            rows.append(row)
+            say(f"{storage}: {what} per {kind}: {median[name][i] * 1000:.3f} ms vs "
+                f"{median[base][i] * 1000:.3f} ms ({ratio:.3f})")
+    return rows
+
+
 # --- the report ---------------------------------------------------------------------
 
 
@@ -555,6 +645,15 @@ def table_rows(report: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     for r in f.get("growth", []):
         rows.append((f"command latency, version {r['size']:,}", LABEL[r["storage"]],
                      f"{r['latency_ms']:.2f} ms", f"{r['ratio_to_first']:.2f}", "≈ 1 (flat)"))
+    for r in f.get("integrity", []):
+        base = "unsigned" if r["cost"] == "signing" else "plain"
+        rows.append((f"{r['cost']} cost per {r['of']}", LABEL[r["storage"]],
+                     f"{r['ms']:.3f} ms vs {r['baseline_ms']:.3f} ms {base}",
+                     f"{r['ratio']:.3f}", "≤ 1.10" if r["of"] == "command" else ""))
+        if r.get("cpu_ratio") is not None:
+            rows.append((f"{r['cost']} cost per {r['of']}, CPU", LABEL[r["storage"]],
+                         f"{r['cpu_ms']:.3f} ms vs {r['cpu_baseline_ms']:.3f} ms {base}",
+                         f"{r['cpu_ratio']:.3f}", "≤ 1.10" if r["of"] == "command" else ""))
     for r in f.get("memory", []):
         rows.append((f"worker peak RSS, {r['rooms']:,} open rooms", LABEL[r["storage"]],
                      f"{r['worker_peak_rss_mib']:.0f} MiB vs {r['bare_rss_mib']:.0f} MiB bare",
@@ -591,8 +690,9 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--smoke", action="store_true", help="tiny: only checks every figure runs")
     p.add_argument("--storage", default="sqlite,postgresql",
                    help="comma-separated: sqlite, postgresql (skipped when unreachable)")
-    p.add_argument("--only", default="commands,replay,memory",
-                   help="figure groups: commands, replay (replay, load, growth), memory")
+    p.add_argument("--only", default="commands,replay,memory,integrity",
+                   help="figure groups: commands, replay (replay, load, growth), memory, "
+                        "integrity (signing and encryption)")
     p.add_argument("--markdown", action="store_true", help="the table on stdout, not the JSON")
     p.add_argument("--before", type=Path, help="an earlier JSON report to show beside this run")
     args = p.parse_args(argv)
@@ -604,7 +704,8 @@ def main(argv: list[str] | None = None) -> int:
         storages.remove("postgresql")
         note(f"PostgreSQL skipped: not reachable at {pg_admin_url()} ({why})")
     figures: dict[str, list[dict[str, Any]]] = {
-        "commands": [], "replay": [], "load": [], "growth": [], "memory": []}
+        "commands": [], "replay": [], "load": [], "growth": [], "memory": [],
+        "integrity": []}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dl-bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -616,6 +717,8 @@ def main(argv: list[str] | None = None) -> int:
                 figures["replay"] += replays
                 figures["load"] += loads
                 figures["growth"] += growth
+            if "integrity" in groups:
+                figures["integrity"] += bench_integrity(storage, tmp, size)
             if "memory" in groups and storage == "sqlite":
                 figures["memory"].append(bench_memory(storage, tmp, size["open_rooms"]))
     report = {

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_smoke_run_reports_every_figure() -> None:
     done = subprocess.run(
         [str(ROOT / "scripts" / "bench"), "--smoke"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
         env={**os.environ, "PYTHON": sys.executable},
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -45,6 +45,11 @@ def test_smoke_run_reports_every_figure() -> None:
         growth = [r for r in figures["growth"] if r["storage"] == storage]
         assert [r["ratio_to_first"] > 0 for r in growth] == [True] * 3
         assert growth[0]["version"] < growth[1]["version"] < growth[2]["version"]
+
+        integrity = [(r["cost"], r["of"]) for r in figures["integrity"]
+                     if r["storage"] == storage and r["ratio"] > 0]
+        assert integrity == [(cost, of) for cost in ("signing", "encryption")
+                             for of in ("command", "load", "audit")]
 
     (memory,) = figures["memory"]
     assert memory["worker_rc"] == 0

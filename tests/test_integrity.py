@@ -295,3 +295,62 @@ def test_a_room_stored_before_signing_is_adopted_once_and_signed_from_there_on(
     with opened(url, key_file=key) as app:
         assert "not signed" in refused_as_damaged(app, old)
         assert not audit_room(app, old)["ok"]
+
+
+def test_a_process_that_kept_the_room_finds_an_append_made_without_the_key(url: str) -> None:
+    """A command decided on a room kept in memory meets the forged append at its save,
+    reads the room again and refuses it; so does catching a kept room up."""
+    from domain.events import CardDrawn
+
+    with opened(url) as app:
+        room, _ = played(app)
+        assert app.kept.rooms  # kept after its last command
+        head = app.records(UUID(room))[-1]
+        card = app.load(room).state.deck[0]
+        app.kept.keep(app.load(room))
+        before = app.load(room)  # as a process holds it, before the forged append
+        forged = Recorded(head.originator_id, head.originator_version + 1,
+                          CardDrawn(seat="emperor", card=card), head.hash(), "emperor", "x",
+                          head.originator_version + 1, head.at)  # no signature
+        app.recorder.insert_events(  # type: ignore[attr-defined]
+            [app.mapper.to_stored_event(forged)])  # type: ignore[arg-type]
+        assert "not signed" in refused_as_damaged(app, room)
+        app.kept.keep(before)
+        with pytest.raises(Rejection) as refused:
+            app.current(room)
+        assert refused.value.code == "room_damaged" and "not signed" in refused.value.message
+
+
+def test_a_past_view_between_snapshots_is_checked_against_its_appends_signature(
+        url: str) -> None:
+    """An edit between two snapshots, its hashes recomputed up to the next snapshot
+    only, leaves every current load whole: `room at` a version inside it is refused."""
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+        room = app.create_room(layout())["room"]
+        for i in range(4):
+            seat = ("emperor", "harkonnen")[i % 2]
+            assert app.execute(room, seat, {"type": "draw"})["ok"]
+            card = app.load(room).state.seat(seat).hand[-1]
+            assert app.execute(room, seat, {"type": "discard", "card": card})["ok"]
+        records = app.records(UUID(room))
+        assert [r.originator_version for r in records] == list(range(1, 10))
+        assert app.view_at(room, 6, "emperor")["version"] == 6
+        events, _ = tables(app)
+        prev = records[4].prev_hash  # event 5 follows the snapshot at 4
+        for rec in records[4:7]:  # events 5 to 7; the snapshot at 8 holds the honest head
+            if rec.originator_version == 5:
+                rec.at = "2000-01-01T00:00:00+00:00"
+            rec.prev_hash, rec.stored = prev, None
+            tamper(url, f"UPDATE {events} SET state = ? WHERE originator_id = ? "
+                        "AND originator_version = ?",
+                   app.mapper.seal(rec.stored_form()),  # type: ignore[attr-defined]
+                   room_key(url, room), rec.originator_version)
+            prev = rec.hash()
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+        assert app.load(room).version == 9  # the latest snapshot and what follows: honest
+        for version in (5, 6, 7):
+            with pytest.raises(Rejection) as refused:
+                app.view_at(room, version, "emperor")
+            assert refused.value.code == "room_damaged"
+        assert app.view_at(room, 9, "emperor")["version"] == 9
+        assert not audit_room(app, room)["ok"]
