@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import socket
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -175,6 +176,7 @@ class Tokens:
     def __init__(self, rooms: RoomsApp) -> None:
         self.rooms = rooms
         self.hashes: OrderedDict[str, tuple[float, dict[str, str], str | None]] = OrderedDict()
+        self.lock = threading.Lock()  # looked up from the threadpool
 
     def of(self, room_id: str) -> tuple[dict[str, str], str | None]:
         try:
@@ -189,10 +191,11 @@ class Tokens:
                 raise Refused(r.code, r.message) from None
             self.rooms.kept.keep(room)
             known = (time.monotonic(), dict(room.token_hashes), room.spectator_hash)
-            self.hashes[room_id] = known
-            self.hashes.move_to_end(room_id)
-            if len(self.hashes) > TOKEN_CACHE:
-                self.hashes.popitem(last=False)
+            with self.lock:
+                self.hashes[room_id] = known
+                self.hashes.move_to_end(room_id)
+                if len(self.hashes) > TOKEN_CACHE:
+                    self.hashes.popitem(last=False)
         return known[1], known[2]
 
     def forget(self, room_id: str) -> None:
@@ -325,36 +328,36 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     def is_admin(token: str) -> bool:
         return bool(admin_token) and same_secret(token, admin_token)
 
-    def seat_of(request: Request, room: str, query_token: str | None = None) -> str:
+    async def seat_of(request: Request, room: str, query_token: str | None = None) -> str:
         who = client(request)
         wrong_tokens.check(who)
         token = query_token if query_token and "authorization" not in request.headers \
             else bearer(request)
-        seat = tokens().seat(room, token)
+        seat = await bounded(tokens().seat, room, token)
         if seat is None:
             wrong_tokens.wrong(who)
             raise Refused("unauthorized", "that token is not a seat token of this room")
         return seat
 
-    def seat_or_spectator(request: Request, room: str) -> str | None:
+    async def seat_or_spectator(request: Request, room: str) -> str | None:
         """The seat of a seat token, None for the room's spectator token."""
         who = client(request)
         wrong_tokens.check(who)
         token = bearer(request)
-        seat = tokens().seat(room, token)
-        if seat is None and not tokens().spectator(room, token):
+        seat = await bounded(tokens().seat, room, token)
+        if seat is None and not await bounded(tokens().spectator, room, token):
             wrong_tokens.wrong(who)
             raise Refused("unauthorized", "that token is not a token of this room")
         return seat
 
-    def operator(request: Request, room: str | None = None) -> None:
+    async def operator(request: Request, room: str | None = None) -> None:
         """The operator routes: the operator token when one is set; never a seat token."""
         who = client(request)
         wrong_tokens.check(who)
         token = bearer(request) if admin_token or "authorization" in request.headers else ""
         if is_admin(token):
             return
-        if token and room is not None and tokens().seat(room, token) is not None:
+        if token and room is not None and await bounded(tokens().seat, room, token) is not None:
             raise Refused("forbidden", "this route needs the operator token, not a seat token")
         if admin_token:
             wrong_tokens.wrong(who)
@@ -367,8 +370,8 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         except Rejection as r:
             raise Refused(r.code, r.message) from None
         except TimeoutError:
-            raise Refused("unavailable", "storage did not answer in time; retry",
-                          headers={"Retry-After": "1"}) from None
+            raise Refused("unavailable", "storage did not answer in time; retry (a command "
+                          "with the same command_id)", headers={"Retry-After": "1"}) from None
 
     # --- errors: always the result shape ------------------------------------
 
@@ -444,7 +447,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
               openapi_extra={**body(layout_body_schema, {"box room": {
                   "summary": "a Box room", "value": m.LAYOUT_EXAMPLE}}), "security": OPERATOR})
     async def post_room(request: Request) -> Response:
-        operator(request)
+        await operator(request)
         layout = await read_json(request, "the layout")
         try:
             created = await run_in_threadpool(app().create_room, layout)
@@ -455,7 +458,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     @api.get("/rooms", summary="every room (operator)", response_model=list[m.RoomSummary],
              responses=errors, openapi_extra={"security": OPERATOR})
     async def get_rooms(request: Request) -> Response:
-        operator(request)
+        await operator(request)
         return JSONResponse(await run_in_threadpool(app().room_summaries))
 
     @api.post("/rooms/{room}/commands", summary="run one command as the token's seat",
@@ -463,16 +466,18 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
               openapi_extra={**body(command_body_schema, m.COMMAND_EXAMPLES),
                              "security": SEAT})
     async def post_command(room: str, request: Request) -> Response:
-        seat = seat_of(request, room)
+        seat = await seat_of(request, room)
         raw = await read_json(request, "the command")
-        result = await run_in_threadpool(app().execute, room, seat, raw)
+        # Bounded like a read: a store that does not answer gets 503 within 2 s. The
+        # command may still be applied if the store comes back: retry with its command_id.
+        result = await bounded(app().execute, room, seat, raw)
         return result_response(result)
 
     @api.get("/rooms/{room}/view", summary="the token's seat view (ETag: the version)",
              response_model=m.SeatView, responses={**errors, 304: {"description": "unchanged"}},
              openapi_extra={"security": SEAT})
     async def get_view(room: str, request: Request) -> Response:
-        seat = seat_of(request, room)
+        seat = await seat_of(request, room)
         view = await bounded(app().seat_view, room, seat)
         tag = f'"{view.get("version", 0)}"'
         if tag in etags(request.headers.get("if-none-match", "")):
@@ -483,7 +488,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
              response_model=m.PublicView, responses=errors,
              openapi_extra={"security": [*SEAT, {"spectatorToken": []}]})
     async def get_public(room: str, request: Request) -> Response:
-        seat_or_spectator(request, room)
+        await seat_or_spectator(request, room)
         return JSONResponse(await bounded(app().public_view, room))
 
     @api.get("/rooms/{room}/log", summary="public log entries after `after` (all without it)",
@@ -492,7 +497,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     async def get_log(room: str, request: Request,
                       after: int = Query(0, ge=0, le=2**62, description="the last seq seen")
                       ) -> Response:
-        seat_of(request, room)
+        await seat_of(request, room)
         return JSONResponse(await bounded(app().public_log, room, after))
 
     def watch() -> RoomWatch:
@@ -502,7 +507,11 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         return watching
 
     @api.get("/rooms/{room}/stream", summary="the token's seat view, pushed on every change",
-             response_class=EventSourceResponse, responses=errors,
+             response_class=EventSourceResponse,
+             responses={**errors, 200: {"description": "Server-Sent Events", "content": {
+                 "text/event-stream": {"schema": {
+                     "type": "string", "description": "`event: view`, `id: VERSION`, "
+                     "`data:` the seat's view (SeatView) as JSON; `: ping` every 15 s"}}}}},
              openapi_extra={"security": [*SEAT, {"queryToken": []}]})
     async def get_stream(room: str, request: Request,
                          token: str | None = Query(None, description="a seat token, for "
@@ -512,7 +521,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         view changes, a keep-alive comment every 15 s; `Last-Event-ID` resumes. The
         token may come as `?token=` for the browser's EventSource (kept out of the
         access log)."""
-        seat = seat_of(request, room, token)
+        seat = await seat_of(request, room, token)
         key = canonical(room)
         try:
             sent = int(request.headers.get("last-event-id", "0") or 0)
@@ -542,7 +551,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
               response_model=m.NewToken, responses=errors,
               openapi_extra={"security": OPERATOR})
     async def post_token(room: str, faction: str, request: Request) -> Response:
-        operator(request, room)
+        await operator(request, room)
         try:
             issued = await run_in_threadpool(app().reissue_token, room, faction)
         except Rejection as r:
@@ -556,7 +565,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     async def get_audit(room: str, request: Request) -> Response:
         from application.audit import audit_room
 
-        operator(request, room)
+        await operator(request, room)
         try:
             report = await run_in_threadpool(audit_room, app(), room)
         except Rejection as r:
