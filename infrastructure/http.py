@@ -500,9 +500,14 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         await seat_of(request, room)
         return JSONResponse(await bounded(app().public_log, room, after))
 
-    def watch() -> RoomWatch:
-        if "watch" not in state:
-            state["watch"] = RoomWatch(app(), asyncio.get_running_loop())
+    starting = asyncio.Lock()
+
+    async def watch() -> RoomWatch:
+        """The process's one follower of room changes, started by the first stream."""
+        async with starting:
+            if "watch" not in state:
+                state["watch"] = await run_in_threadpool(
+                    RoomWatch, app(), asyncio.get_running_loop())
         watching: RoomWatch = state["watch"]
         return watching
 
@@ -527,7 +532,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
             sent = int(request.headers.get("last-event-id", "0") or 0)
         except ValueError:
             sent = 0
-        watching = watch()
+        watching = await watch()
         watched = await watching.join(key)
 
         async def views() -> AsyncIterator[dict[str, str]]:
