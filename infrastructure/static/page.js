@@ -571,12 +571,22 @@
   }
 
   function label(a) {
-    const fields = Object.entries(a).filter(([k]) => k !== 'type' && k !== 'free')
-      .map(([k, v]) => `${k}: ${k === 'card' || k === 'give' ? cardName(v) : JSON.stringify(v)}`);
-    const name = { draw: 'Draw a card', discard: 'Discard', distrans: 'Distrans',
-      offer_gift: 'Offer a gift', guild_stop: 'Guild stop', enter_territory: 'Enter a territory',
-      ask_truthtrance: 'Ask a Truthtrance question' }[a.type] || a.type.replaceAll('_', ' ');
-    return fields.length ? `${name} (${fields.join(', ')})` : name;
+    const card = a.card ? cardName(a.card) : null;
+    switch (a.type) {
+      case 'draw': return 'Draw a card';
+      case 'discard': return `Discard ${card}`;
+      case 'distrans': return `Distrans: give ${cardName(a.give)} to ${a.to}`;
+      case 'offer_gift': return `Offer ${card} to ${a.to}`;
+      case 'ask_truthtrance': return `Ask ${a.target} a Truthtrance question`;
+      case 'enter_territory': return 'Enter a territory' + (a.via ? ` by ${a.via}` : '');
+      case 'guild_stop': return 'Stop a shipping cost (Guild)';
+      default: {
+        const fields = Object.entries(a).filter(([k]) => k !== 'type' && k !== 'free')
+          .map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`);
+        const name = a.type.replaceAll('_', ' ');
+        return fields.length ? `${name} (${fields.join(', ')})` : name;
+      }
+    }
   }
 
   function renderMore(rest) {
