@@ -86,6 +86,18 @@ def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomn
     anyway (copying it was a tenth of a command). A Rejection may then come after
     some events changed it: `state.version` moved, and the state must be thrown away.
     """
+    handler = admit(state, actor, command)
+    tx = Tx(state, randomness, in_place=in_place)
+    handler(tx, actor, command)
+    settle(tx)
+    return tx
+
+
+def admit(state: RoomState, actor: str, command: c.Command) -> Handler:
+    """The room-wide refusals every command meets before its handler; its handler.
+
+    `domain.actions` asks the same, so a listed action is one `decide` accepts.
+    """
     if not state.has_seat(actor):
         raise Rejection("unknown_seat", f"{actor} has no seat in this room")
     if state.search is not None and not isinstance(command, ALLOWED_DURING_SEARCH):
@@ -99,10 +111,7 @@ def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomn
     if handler is None:
         kind = getattr(command, "type", type(command).__name__)
         raise Rejection("not_implemented", f"'{kind}' is not implemented yet")
-    tx = Tx(state, randomness, in_place=in_place)
-    handler(tx, actor, command)
-    settle(tx)
-    return tx
+    return handler
 
 
 def settle(tx: Tx) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from domain.actions import actions
 from domain.catalog import CARDS
 from domain.errors import Rejection
 from domain.events import Event
@@ -162,6 +163,7 @@ def seat_view(state: RoomState, faction: str) -> dict[str, Any]:
     decision = state.control.decision
     if decision is not None and decision.player == faction and view["decision"] is not None:
         view["decision"].update(decision.data.get("private", {}))  # e.g. a BG copy pool
+    view["actions"] = actions(state, faction)
     return view
 
 
@@ -179,6 +181,7 @@ def seat_view_at(past: RoomState, now: RoomState, faction: str) -> dict[str, Any
         still_open = now.search is not None and now.search.event == box["search"]["event"]
         if not still_open:
             box["search"]["cards"] = None
+            view["actions"] = [a for a in view["actions"] if a["type"] != "select_card"]
     return view
 
 

@@ -13,8 +13,10 @@ framework's 422.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import re
 import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -27,6 +29,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
+from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -34,10 +37,12 @@ from application.rooms import RoomsApp, token_hash
 from domain.commands import AnyCommand
 from domain.errors import LayoutError, Rejection
 from infrastructure.page import router as page_router
+from infrastructure.watch import RoomWatch, canonical
 
 log = logging.getLogger("dune_ledger.http")
 
 MAX_BODY = 64 * 1024  # a layout names every card once: a few KB; commands are far smaller
+KEEPALIVE = 15  # seconds between the stream's keep-alive comments
 TOKEN_CACHE = 4096  # rooms whose seat-token hashes are kept in memory (they never change)
 
 # Result error codes -> HTTP status; any other rejection is a rule's refusal (422).
@@ -122,6 +127,29 @@ def bearer(request: Request) -> str:
     return token.strip()
 
 
+SECRET_QUERY = re.compile(r"(?i)(token=)[^&\s]*")
+
+
+class AccessLogRedaction(logging.Filter):
+    """uvicorn's access log prints the query string: an EventSource's `?token=` is a
+    seat token, and it must not reach a log file."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(SECRET_QUERY.sub(r"\1[redacted]", a) if isinstance(a, str)
+                                else a for a in record.args)
+        elif isinstance(record.msg, str):
+            record.msg = SECRET_QUERY.sub(r"\1[redacted]", record.msg)
+        return True
+
+
+def install_access_log_filter() -> None:
+    """Called at startup, after uvicorn configured its loggers."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, AccessLogRedaction) for f in access.filters):
+        access.addFilter(AccessLogRedaction())
+
+
 class Tokens:
     """Seat-token hashes per room, read once: a room's tokens never change."""
 
@@ -130,6 +158,10 @@ class Tokens:
         self.hashes: OrderedDict[str, dict[str, str]] = OrderedDict()
 
     def of(self, room_id: str) -> dict[str, str]:
+        try:
+            room_id = canonical(room_id)  # one entry per room, however it is spelled
+        except Rejection as r:
+            raise Refused(r.code, r.message) from None
         known = self.hashes.get(room_id)
         if known is None:
             try:
@@ -176,7 +208,10 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
             owned = True
         else:
             owned = False
+        install_access_log_filter()
         yield
+        if "watch" in state:
+            state.pop("watch").close()
         if owned:
             state["rooms"].close()
 
@@ -199,8 +234,9 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     def is_admin(token: str) -> bool:
         return bool(admin_token) and secrets.compare_digest(token.encode(), admin_token.encode())
 
-    def seat_of(request: Request, room: str) -> str:
-        token = bearer(request)
+    def seat_of(request: Request, room: str, query_token: str | None = None) -> str:
+        token = query_token if query_token and "authorization" not in request.headers \
+            else bearer(request)
         seat = tokens().seat(room, token)
         if seat is None:
             raise Refused("unauthorized", "that token is not a seat token of this room")
@@ -284,6 +320,44 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     async def get_log(room: str, request: Request) -> Response:
         seat_of(request, room)
         return JSONResponse(await query(app().public_log, room))
+
+    def watch() -> RoomWatch:
+        if "watch" not in state:
+            state["watch"] = RoomWatch(app(), asyncio.get_running_loop())
+        watching: RoomWatch = state["watch"]
+        return watching
+
+    @api.get("/rooms/{room}/stream", summary="the token's seat view, pushed on every change",
+             response_class=EventSourceResponse, responses=errors)
+    async def get_stream(room: str, request: Request, token: str | None = None) -> Response:
+        """Server-Sent Events: one `view` event (`id:` the version) each time the seat's
+        view changes, a keep-alive comment every 15 s; `Last-Event-ID` resumes. The
+        token may come as `?token=` for the browser's EventSource (kept out of the
+        access log)."""
+        seat = seat_of(request, room, token)
+        key = canonical(room)
+        try:
+            sent = int(request.headers.get("last-event-id", "0") or 0)
+        except ValueError:
+            sent = 0
+        watching = watch()
+        watched = await watching.join(key)
+
+        async def views() -> AsyncIterator[dict[str, str]]:
+            nonlocal sent
+            try:
+                while True:
+                    signal = watched.changed
+                    row = watched.views.get(seat)
+                    if row is not None and row[0] > sent:
+                        sent = row[0]
+                        yield {"event": "view", "id": str(sent), "data": row[1]}
+                        continue
+                    await signal.wait()
+            finally:
+                watching.leave(key)
+
+        return EventSourceResponse(views(), ping=KEEPALIVE)
 
     @api.get("/rooms/{room}/audit", summary="replay and check the room (operator)",
              responses=errors)

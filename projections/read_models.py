@@ -138,6 +138,10 @@ class ReadModels:
     def public_view(self, room: str) -> dict[str, Any] | None:
         return self.seat_view(room, PUBLIC)
 
+    def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
+        """Every stored view of the room (seat -> JSON) and their version, read at once."""
+        return self.store.room_views(room)
+
     def public_log(self, room: str) -> list[dict[str, Any]]:
         return [orjson.loads(entry) for entry in self.store.log(room)]
 

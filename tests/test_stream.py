@@ -1,0 +1,141 @@
+"""`GET /rooms/{room}/stream`: the seat's view pushed on every change, resumable, on a real
+uvicorn server (SQLite polls, PostgreSQL wakes on NOTIFY)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import uvicorn
+
+from infrastructure.http import AccessLogRedaction, create_app
+from infrastructure.storage import open_rooms
+from tests.support import layout
+from tests.test_http import ADMIN, auth, free_port
+
+BOX = "nullentropy-box"
+
+
+class Server:
+    """uvicorn on loopback in a thread of this process, over one storage URL."""
+
+    def __init__(self, url: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(lambda: open_rooms(url), admin_token=ADMIN),
+                                host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        for _ in range(400):
+            if self.server.started:
+                return self
+            time.sleep(0.025)
+        raise RuntimeError("the server did not start")
+
+    def __exit__(self, *_: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'stream.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+    with Server(url) as running:
+        yield running
+
+
+def events(lines: Iterator[str], count: int) -> list[dict[str, str]]:
+    """The next `count` SSE events (comments skipped), each as its fields."""
+    out: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in lines:
+        if not line:
+            if current:
+                out.append(current)
+                current = {}
+                if len(out) == count:
+                    return out
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        current[name] = value.removeprefix(" ")
+    raise AssertionError(f"the stream ended after {len(out)} events")
+
+
+def create(base: str) -> dict[str, Any]:
+    r = httpx.post(f"{base}/rooms", json=layout(), headers=auth(ADMIN))
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def test_the_stream_sends_the_view_then_every_change_and_resumes(server: Server) -> None:
+    room = create(server.base)
+    rid, richese = room["room"], room["seats"]["richese"]
+    url = f"{server.base}/rooms/{rid}/stream"
+    with httpx.Client(timeout=20) as client, \
+            client.stream("GET", url, headers=auth(richese)) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = response.iter_lines()
+        first = events(lines, 1)[0]
+        assert first["event"] == "view" and first["id"] == "1"
+        view = orjson.loads(first["data"])
+        assert view["seat"] == "richese" and view["version"] == 1
+        r = httpx.post(f"{server.base}/rooms/{rid}/commands", headers=auth(richese),
+                       json={"type": "begin_search", "card": BOX})
+        assert r.json()["ok"], r.text
+        pushed = events(lines, 1)[0]
+        version = r.json()["version"]
+        assert pushed["id"] == str(version)
+        search = orjson.loads(pushed["data"])["nullentropy"]["search"]
+        assert search is not None and search["cards"]  # the owner's candidates, pushed
+    # Resuming at the version seen: nothing is sent again until the next change.
+    emperor = room["seats"]["emperor"]
+    with httpx.Client(timeout=20) as client, \
+            client.stream("GET", f"{url}?token={emperor}",
+                          headers={"Last-Event-ID": str(version)}) as response:
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        r = httpx.post(f"{server.base}/rooms/{rid}/commands", headers=auth(richese),
+                       json={"type": "select_card", "search": search["event"],
+                             "card": search["cards"][0]["id"]})
+        assert r.json()["ok"], r.text
+        resumed = events(lines, 1)[0]
+        assert int(resumed["id"]) == r.json()["version"] > version
+        seen = orjson.loads(resumed["data"])
+        assert seen["seat"] == "emperor" and seen["nullentropy"] is None
+
+
+def test_the_stream_needs_a_seat_token_of_the_room(server: Server) -> None:
+    room = create(server.base)
+    other = create(server.base)
+    url = f"{server.base}/rooms/{room['room']}/stream"
+    assert httpx.get(url).status_code == 401
+    assert httpx.get(url, headers=auth(other["seats"]["richese"])).status_code == 401
+    assert httpx.get(f"{url}?token=nope").status_code == 401
+    assert httpx.get(f"{server.base}/rooms/not-a-room/stream",
+                     headers=auth("x")).status_code == 404
+
+
+def test_the_access_log_never_shows_a_query_token() -> None:
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1,
+                               '%s - "%s %s HTTP/%s" %d',
+                               ("127.0.0.1:5", "GET", "/rooms/r/stream?token=s3cret&x=1",
+                                "1.1", 200), None)
+    assert AccessLogRedaction().filter(record)
+    assert "s3cret" not in record.getMessage()
+    assert "token=[redacted]&x=1" in record.getMessage()
