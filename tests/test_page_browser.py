@@ -309,6 +309,7 @@ def test_restart_mid_search_reconnects_with_the_search_open(browser: Any,
         owner.page.wait_for_function(
             "() => document.getElementById('status').textContent.startsWith('Live')")
         owner.settled()
+        assert owner.page.inner_text("#status") == "Live"  # on the stream again, not polling
         assert owner.page.evaluate("() => window.sameDocument === true")  # no reload
         assert owner.view()["version"] == version
         assert owner.page.eval_on_selector_all("#candidates li", "els => els.length") == 4

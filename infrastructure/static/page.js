@@ -146,6 +146,13 @@
       setStatus('Live');
       apply(JSON.parse(event.data));
     });
+    // A reconnect resumes from Last-Event-ID, and the server sends nothing until the view
+    // changes: so an open connection is news enough, and one read makes sure of the view.
+    es.onopen = () => {
+      retry = 0;
+      setStatus('Live');
+      refresh().catch((e) => (e.fatal ? stop(e.message) : null));
+    };
     es.onerror = () => {
       if (es.readyState === EventSource.CLOSED) {
         es.close();
