@@ -217,6 +217,11 @@ def test_paid_search_owner_and_opponent(browser: Any, server: Server) -> None:
     owner = Seat(browser, server, room, "richese", tokens["richese"], paste=True)
     opponent = Seat(browser, server, room, "emperor", tokens["emperor"])
     try:
+        # The token left the address bar; both pages follow the stream.
+        assert "#token" not in opponent.page.url
+        for seat in (owner, opponent):
+            seat.page.wait_for_function(
+                "() => document.getElementById('status').textContent === 'Live'")
         # Before payment: the Box's button is live and the full-hand notice is shown.
         begin = owner.button("Pay 2 spice and search the discard")
         assert begin.is_enabled()
