@@ -63,16 +63,18 @@ class Server:
 
     def __init__(self, db: Path) -> None:
         self.url = f"sqlite:///{db}"
+        self.log = db.with_suffix(".log")  # the server's output, access log included
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "infrastructure.cli", "--db", self.url, "serve",
-             "--host", "127.0.0.1", "--port", str(self.port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with self.log.open("ab") as out:  # the child keeps its own copy of the file
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "infrastructure.cli", "--db", self.url, "serve",
+                 "--host", "127.0.0.1", "--port", str(self.port)],
+                env=env, stdout=out, stderr=subprocess.STDOUT)
         for _ in range(400):
             try:
                 if httpx.get(f"{self.base}/healthz").status_code == 200:
@@ -272,6 +274,11 @@ def test_paid_search_owner_and_opponent(browser: Any, server: Server) -> None:
         assert "Maula Pistol" not in opponent.page.content()
         owner.shot("search", "4-selected")
         opponent.shot("search", "4-selected")
+
+        # The stream's ?token= never reaches the access log.
+        logged = server.log.read_text()
+        assert "/stream?token=[redacted]" in logged
+        assert not [seat for seat, token in tokens.items() if token in logged]
     finally:
         owner.close()
         opponent.close()
