@@ -409,3 +409,71 @@ def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
     finally:
         for seat in seats.values():
             seat.close()
+
+
+TRUTH_AND_GIFT: dict[str, Any] = {
+    "mode": "advanced",
+    "expansions": ["choam_richese"],
+    "seed": 5,
+    "bank": 500,
+    "turn": 2,
+    "phase": 6,
+    "seats": [
+        {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"],
+         "ally": "emperor"},
+        {"faction": "emperor", "spice": 10, "hand": ["karama-1", "truthtrance-1"]},
+        {"faction": "harkonnen", "spice": 6, "hand": ["shield-2", "chaumas"]},
+    ],
+    "discard": ["shield-1", "maula-pistol", "baliset"],
+}
+
+
+def test_truthtrance_answer_with_a_promise_and_the_gift_answer(browser: Any,
+                                                               server: Server) -> None:
+    created = server.create(TRUTH_AND_GIFT)
+    room, tokens = created["room"], created["seats"]
+    expansions = ("choam_richese",)
+    seats = {f: Seat(browser, server, room, f, t) for f, t in tokens.items()}
+    richese, emperor, harkonnen = seats["richese"], seats["emperor"], seats["harkonnen"]
+    try:
+        # The Emperor asks in its own words; markup in them stays text.
+        question = "Will you <b>search</b> the discard this turn?"
+        form = emperor.page.locator("form.free", has_text="Ask richese a Truthtrance question")
+        form.get_by_label("question").fill(question)
+        form.get_by_role("button", name="Send").click()
+        richese.page.wait_for_selector("#truthtrance:not([hidden])")
+        for seat in seats.values():
+            seat.settled()
+            assert seat.page.inner_text("#truthtrance blockquote") == question
+            assert seat.page.locator("#truthtrance blockquote b").count() == 0
+            seat.assert_holds_nothing_hidden(expansions)
+        # While the question waits, the Box is blocked and its button says why.
+        assert "truthtrance_pending" in richese.page.inner_text("#box")
+        richese.shot("truthtrance", "1-asked")
+
+        richese.button("Answer yes and promise the fee of Nullentropy Box").click()
+        richese.page.wait_for_selector("#truthtrance", state="hidden")
+        richese.settled()
+        assert richese.page.inner_text("#my-reserved") == str(richese.view()["me"]["reserved"])
+        assert richese.view()["me"]["reserved"] == 2
+        richese.shot("truthtrance", "2-answered")
+
+        richese.button("Offer Crysknife to emperor").click()
+        emperor.page.wait_for_selector("#gift:not([hidden])")
+        for seat in seats.values():
+            seat.settled()
+            seat.assert_holds_nothing_hidden(expansions)
+        assert "crysknife" in harkonnen.hidden(expansions)  # the gift's card is theirs alone
+        emperor.shot("gift", "1-offered")
+        emperor.button("Accept Crysknife").click()
+        emperor.page.wait_for_selector("#gift", state="hidden")
+        emperor.settled()
+        assert "crysknife" in emperor.page.eval_on_selector_all(
+            "#my-hand li", "els => els.map(e => e.dataset.card)")
+        for seat in seats.values():
+            seat.settled()
+            seat.assert_holds_nothing_hidden(expansions)
+        emperor.shot("gift", "2-accepted")
+    finally:
+        for seat in seats.values():
+            seat.close()

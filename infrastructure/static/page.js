@@ -483,14 +483,14 @@
       const id = 'f' + Math.abs(hash(key + name));
       const data = { id, 'data-key': key + ':' + name, required: true };
       let input;
-      let what = name.replaceAll('_', ' ');
+      let what = name.charAt(0).toUpperCase() + name.slice(1).replaceAll('_', ' ');
       if (spec.kind === 'choice') {
         input = h('select', data, (spec.options || []).map((o) => h('option', { value: JSON.stringify(o),
           text: String(o) })));
       } else if (spec.kind === 'spice_promise' || spec.kind === 'number' || spec.kind === 'spice') {
         input = h('input', { ...data, type: 'number', min: spec.min, max: spec.max, step: '1',
           inputmode: 'numeric' });
-        if (spec.kind === 'spice_promise') what = 'spice promised';
+        if (spec.kind === 'spice_promise') what = 'Spice promised';
         if (spec.min !== undefined && spec.max !== undefined) what += ` (${spec.min} to ${spec.max})`;
       } else {
         input = h('input', { ...data, type: 'text', minlength: spec.min_length,
