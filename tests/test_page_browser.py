@@ -317,6 +317,11 @@ def test_restart_mid_search_reconnects_with_the_search_open(browser: Any,
             "() => document.getElementById('status').textContent.startsWith('Reconnecting')")
         assert owner.page.is_visible("#candidates")  # the last view stays on screen
         owner.shot("restart", "1-server-down")
+        # A click while the server is down says so, and changes nothing.
+        owner.button("Take Baliset").click()
+        owner.page.wait_for_selector("#error:not([hidden])")
+        assert owner.page.inner_text("#error") == "The server does not answer."
+        assert owner.button("Take Baliset").is_enabled()
         server.start()
         owner.page.wait_for_function(
             "() => document.getElementById('status').textContent.startsWith('Live')")
@@ -439,6 +444,14 @@ def test_truthtrance_answer_with_a_promise_and_the_gift_answer(browser: Any,
         # The Emperor asks in its own words; markup in them stays text.
         question = "Will you <b>search</b> the discard this turn?"
         form = emperor.page.locator("form.free", has_text="Ask richese a Truthtrance question")
+        # A rejected command shows the server's message and code, never a stack.
+        before = emperor.view()["version"]
+        form.get_by_label("question").fill("   ")
+        form.get_by_role("button", name="Send").click()
+        emperor.page.wait_for_selector("#error:not([hidden])")
+        error = emperor.page.inner_text("#error")
+        assert "(invalid_command)" in error and "Traceback" not in emperor.page.content()
+        assert emperor.view()["version"] == before
         form.get_by_label("question").fill(question)
         form.get_by_role("button", name="Send").click()
         richese.page.wait_for_selector("#truthtrance:not([hidden])")
@@ -477,3 +490,28 @@ def test_truthtrance_answer_with_a_promise_and_the_gift_answer(browser: Any,
     finally:
         for seat in seats.values():
             seat.close()
+
+
+def test_autopilot_on_with_a_profile_and_off(browser: Any, server: Server) -> None:
+    created = server.create(TRUTH_AND_GIFT)
+    room, tokens = created["room"], created["seats"]
+    harkonnen = Seat(browser, server, room, "harkonnen", tokens["harkonnen"])
+    emperor = Seat(browser, server, room, "emperor", tokens["emperor"])
+    try:
+        assert harkonnen.page.inner_text("#autopilot-now").startswith("Off")
+        harkonnen.page.get_by_label("Profile").select_option(label="hard")
+        harkonnen.button("Turn autopilot on").click()
+        harkonnen.page.wait_for_function(
+            "() => document.getElementById('autopilot-now').textContent.includes('hard')")
+        emperor.page.wait_for_function(
+            "() => document.querySelector('tr[data-seat=harkonnen] td:last-child')"
+            ".textContent === 'hard'")
+        assert harkonnen.view()["me"]["autopilot"] == "hard"
+        harkonnen.shot("autopilot", "1-on")
+        harkonnen.button("Turn autopilot off").click()
+        harkonnen.page.wait_for_function(
+            "() => document.getElementById('autopilot-now').textContent.startsWith('Off')")
+        assert harkonnen.view()["me"]["autopilot"] is None
+    finally:
+        harkonnen.close()
+        emperor.close()
