@@ -403,10 +403,11 @@
       h('p', {}, mine ? `Your decision: ${d.kind}.` : `${d.player} is deciding (${d.kind}).`),
       d.token ? h('p', { text: `The ${d.token} ambassador in ${d.territory}, entered by ${d.entrant}.` })
         : null,
-      decide.map((a) => actionButton(a, a.trigger
-        ? `Trigger it${a.beneficiary ? ' for ' + a.beneficiary : ''}` : 'Do not trigger it',
-      a.trigger ? 'primary' : null)),
-      copy.map((a) => actionButton(a, `Copy the ${a.token} ambassador`)));
+      h('div', { class: 'row wrap' },
+        decide.map((a) => actionButton(a, a.trigger
+          ? `Trigger it${a.beneficiary ? ' for ' + a.beneficiary : ''}` : 'Do not trigger it',
+        a.trigger ? 'primary' : null)),
+        copy.map((a) => actionButton(a, `Copy the ${a.token} ambassador`))));
   }
 
   function parseDeadline(deadline) {
@@ -458,8 +459,8 @@
     const what = g && g.card ? g.card.name : 'a card';
     fill('gift',
       g ? h('p', {}, `${g.giver || 'Richese'} offers ${what} to ${g.to || 'an ally'}.`) : null,
-      answer.map((a) => actionButton(a, a.accept ? `Accept ${what}` : 'Refuse the gift',
-        a.accept ? 'primary' : null)));
+      h('div', { class: 'row wrap' }, answer.map((a) => actionButton(a,
+        a.accept ? `Accept ${what}` : 'Refuse the gift', a.accept ? 'primary' : null))));
   }
 
   function renderTruthtrance(answer) {
@@ -530,8 +531,8 @@
       s && s.event ? h('p', { text: `${s.discarder} discarded: Semuta may react.` }) : null,
       s && s.queued ? h('p', { class: 'hint', text: `${s.queued} more discard(s) wait for Semuta.` })
         : null,
-      semuta.map((a) => actionButton(a, a.action === 'take' ? `Take it with ${cardName(a.card)}`
-        : 'Pass')));
+      h('div', { class: 'row wrap' }, semuta.map((a) => actionButton(a,
+        a.action === 'take' ? `Take ${cardName(a.card)} (Semuta)` : 'Pass'))));
   }
 
   function renderAmbassador() {
