@@ -21,16 +21,17 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID, uuid4
 
+import orjson
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Recording
 
-from application.stream import Recorded, Room, RoomSnapshot, project_room
+from application.stream import Recorded, Room, RoomSnapshot, SeatTokenReissued, project_room
 from domain import views
 from domain.commands import Command, parse_command
 from domain.errors import Rejection
 from domain.layout import build_room, parse_layout
 from domain.randomness import Randomness
-from domain.rules import Tx, decide, initial_state
+from domain.rules import Tx, apply, decide, initial_state
 from domain.state import RoomState
 
 # (room seed or None, room version) -> the randomness for one decision
@@ -48,6 +49,9 @@ RETRY_PAUSE = 0.001
 # a load (see `_room_to_decide_on` for a room another process also writes).
 ROOM_CACHE_ENV = "DUNE_LEDGER_ROOM_CACHE"
 DEFAULT_ROOM_CACHE = 256
+# Seconds a read spends catching the read models up before it folds its own room.
+READ_CATCH_UP = 0.25
+PUBLIC_VIEW = "*public*"  # the key of the public view among the views (projections.store.PUBLIC)
 
 
 def token_hash(token: str) -> str:
@@ -128,14 +132,57 @@ class RoomsApp(Application[UUID]):
         room_id = uuid4()
         created = build_room(layout, str(room_id), self.randomness(layout.seed, 0))
         tokens = {s.faction: secrets.token_urlsafe(24) for s in layout.seats}
+        spectator = secrets.token_urlsafe(24)
         room = Room(room_id, initial_state(created))
         room.record(
             [created], None, seat=None, command_id=None, at=now(),
-            meta={"token_hashes": {f: token_hash(t) for f, t in tokens.items()}},
+            meta={"token_hashes": {f: token_hash(t) for f, t in tokens.items()},
+                  "spectator_hash": token_hash(spectator)},
         )
+        # As a load would find them (`Recorded.mutate` reads them from the meta).
+        room.token_hashes = {f: token_hash(t) for f, t in tokens.items()}
+        room.spectator_hash = token_hash(spectator)
         self.save(room)
         self.kept.keep(room)
-        return {"room": str(room_id), "version": 1, "seats": tokens}
+        return {"room": str(room_id), "version": 1, "seats": tokens, "spectator": spectator}
+
+    def reissue_token(self, room_id: str, seat: str) -> Result:
+        """A new token for `seat`; the old one stops working. The event that records it
+        holds the new token's hash only; the token is returned once, here."""
+        for _ in range(RETRIES):
+            room = self.current(room_id)
+            if not room.state.has_seat(seat):
+                raise Rejection("unknown_seat", f"{seat} has no seat in this room")
+            token = secrets.token_urlsafe(24)
+            fact = SeatTokenReissued(seat=seat, token_hash=token_hash(token))
+            state = room.state.clone()
+            apply(state, fact)
+            room.record([fact], state, seat=None, command_id=None, at=now())
+            room.token_hashes[seat] = fact.token_hash
+            try:
+                self.save(room)
+            except IntegrityError:
+                continue
+            self.kept.keep(room)
+            return {"room": str(room.id), "seat": seat, "token": token, "version": room.version}
+        raise Rejection("busy", "the room kept changing; try again")
+
+    def room_summaries(self) -> list[dict[str, Any]]:
+        """Every room for the operator: id, version, seats, created, last command."""
+        out = []
+        for uid in self.room_ids():
+            room = self.current(uid)
+            self.kept.keep(room)
+            first = self.records(uid, lte=1)
+            last = self.records(uid, gt=room.version - 1)
+            out.append({
+                "room": str(uid), "version": room.version,
+                "seats": [s.faction for s in room.state.seats],
+                "created": first[0].at if first else None,
+                "last_command": None if not last or last[-1].seat is None else {
+                    "at": last[-1].at, "seat": last[-1].seat, "event": last[-1].type},
+            })
+        return out
 
     def execute(self, room_id: str, seat: str, raw: Any) -> Result:
         """Run one command as `seat`. Never raises for a rule: returns the result shape."""
@@ -323,38 +370,65 @@ class RoomsApp(Application[UUID]):
             self.part_processes = None
         super().close()
 
-    def _caught_up(self, room_id: str) -> tuple[ReadModelsPort, str]:
+    def _caught_up(self, room_id: str) -> tuple[ReadModelsPort, str, bool]:
+        """The read models, the canonical room id, and whether the models caught up.
+
+        A read catches up for at most READ_CATCH_UP seconds: when more is left (a
+        rebuild, a long log), the caller folds its own room instead of waiting."""
         if self.read_models is None:
             raise RuntimeError("no read models: open the app with storage.open_rooms")
         room = str(room_uuid(room_id))
-        self.read_models.catch_up()
+        fresh = self.read_models.catch_up_within(READ_CATCH_UP)
         public = self.read_models.public_view(room)
-        if public is None:
+        if public is None and fresh:
             raise Rejection("unknown_room", f"no room '{room_id}'")
-        if public.get("damaged"):
+        if public is not None and public.get("damaged"):
             raise Rejection("room_unavailable", public["withheld"])
-        return self.read_models, room
+        return self.read_models, room, fresh
+
+    def _own_rows(self, room: str) -> tuple[list[str], dict[str, str]] | None:
+        """The room's log and views folded from its own events, when the stored ones are
+        behind it (None: they are not)."""
+        models = self.read_models
+        assert models is not None
+        current = self.current(room)
+        self.kept.keep(current)
+        stored = models.public_view(room)
+        if stored is not None and stored.get("version", 0) >= current.version:
+            return None
+        return models.fresh_rows(current.id, self.records(current.id))
 
     def seat_view(self, room_id: str, seat: str) -> dict[str, Any]:
-        models, room = self._caught_up(room_id)
-        view = models.seat_view(room, seat)
+        models, room, fresh = self._caught_up(room_id)
+        own = None if fresh else self._own_rows(room)
+        if own is not None:
+            text = own[1].get(seat)
+            view = None if text is None else orjson.loads(text)
+        else:
+            view = models.seat_view(room, seat)
         if view is None:
             raise Rejection("unknown_seat", f"{seat} has no seat in this room")
         return view
 
     def public_view(self, room_id: str) -> dict[str, Any]:
-        models, room = self._caught_up(room_id)
+        models, room, fresh = self._caught_up(room_id)
+        own = None if fresh else self._own_rows(room)
+        if own is not None:
+            return dict(orjson.loads(own[1][PUBLIC_VIEW]))
         view = models.public_view(room)
         assert view is not None
         return view
 
-    def public_log(self, room_id: str) -> list[dict[str, Any]]:
-        models, room = self._caught_up(room_id)
-        return models.public_log(room)
+    def public_log(self, room_id: str, after: int = 0) -> list[dict[str, Any]]:
+        models, room, fresh = self._caught_up(room_id)
+        own = None if fresh else self._own_rows(room)
+        if own is not None:
+            return [orjson.loads(entry) for entry in own[0][max(0, after):]]
+        return models.public_log(room, after)
 
     def wait_for(self, room_id: str, version: int, timeout: float) -> bool:
         """Wait until the room's read models reach `version` (written by anyone)."""
-        models, room = self._caught_up(room_id)
+        models, room, _ = self._caught_up(room_id)
         return models.wait(room, version, timeout)
 
     def view_at(self, room_id: str, version: int, seat: str) -> dict[str, Any]:
@@ -451,11 +525,16 @@ class ReadModelsPort(Protocol):
 
     def catch_up(self) -> int: ...
 
+    def catch_up_within(self, seconds: float) -> bool: ...
+
+    def fresh_rows(self, room_id: UUID, records: list[Recorded]
+                   ) -> tuple[list[str], dict[str, str]]: ...
+
     def seat_view(self, room: str, seat: str) -> dict[str, Any] | None: ...
 
     def public_view(self, room: str) -> dict[str, Any] | None: ...
 
-    def public_log(self, room: str) -> list[dict[str, Any]]: ...
+    def public_log(self, room: str, after: int = 0) -> list[dict[str, Any]]: ...
 
     def room_views(self, room: str) -> tuple[int | None, dict[str, str]]: ...
 

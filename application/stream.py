@@ -25,6 +25,23 @@ from domain.state import RoomState
 GENESIS = "0" * 64
 
 
+class SeatTokenReissued(Event):
+    """The operator gave a seat a new token; the old one stops working. Only the new
+    token's hash is kept (seat tokens are shown once, never stored)."""
+
+    seat: str
+    token_hash: str
+
+    def apply(self, state: RoomState) -> None:
+        pass  # tokens are the room's custody of its seats, not game state (`Recorded.mutate`)
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat}
+
+    def text(self) -> str:
+        return f"{self.seat} was given a new seat token"
+
+
 def chain_hash(room: str, version: int, event_type: str, body: bytes) -> str:
     """The hash of one stored event (`Recorded.hash`), from its parts."""
     return hashlib.sha256(f"{room}:{version}:{event_type}\n".encode() + body).hexdigest()
@@ -86,8 +103,11 @@ class Recorded:
             assert isinstance(self.fact, RoomCreated)
             room = Room(self.originator_id, initial_state(self.fact))
             room.token_hashes = dict(self.meta.get("token_hashes", {}))
+            room.spectator_hash = self.meta.get("spectator_hash")
         else:
             apply(room.state, self.fact)
+            if isinstance(self.fact, SeatTokenReissued):
+                room.token_hashes[self.fact.seat] = self.fact.token_hash
         room.version = self.originator_version
         room.last = self
         room.last_hash = None
@@ -106,6 +126,7 @@ class Room:
         self.last: Recorded | None = None
         self.last_hash: str | None = GENESIS
         self.token_hashes: dict[str, str] = {}
+        self.spectator_hash: str | None = None  # rooms created before spectators: none
         self.commands: dict[str, list[int]] = {}  # "seat:command_id" -> [first, last]
         self.pending: list[Recorded] = []
         # Another process was seen writing this room: catch up before deciding on it.
@@ -178,6 +199,7 @@ class RoomSnapshot:
                 "state": room.state.model_dump(mode="json"),
                 "head": room.head_hash(),
                 "tokens": room.token_hashes,
+                "spectator": room.spectator_hash,
                 "commands": room.commands,
             },
         )
@@ -187,6 +209,7 @@ class RoomSnapshot:
         room.version = self.originator_version
         room.last_hash = self.state["head"]
         room.token_hashes = dict(self.state["tokens"])
+        room.spectator_hash = self.state.get("spectator")
         room.commands = {k: list(v) for k, v in self.state["commands"].items()}
         return room
 

@@ -6,44 +6,66 @@ rules live in domain/. The acting seat comes only from the token.
 
 Every error, including the framework's own (unknown route, wrong method,
 validation), is the command result shape `{"ok": false, "version", "error"}`.
-Bodies are parsed here rather than by FastAPI, so a malformed, oversized or
-unknown-field body is a 400 with the same message the CLI gives, never the
-framework's 422.
+Bodies are parsed here (`strict_json`) rather than by FastAPI, so a malformed,
+oversized, repeated-key or unknown-field body is a 400 with the same message
+the CLI gives, never the framework's 422. The response models in
+`http_models` describe what the routes return, for `/openapi.json`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import ipaddress
 import logging
 import os
 import re
 import secrets
+import socket
+import threading
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import orjson
 from eventsourcing.persistence import InterfaceError, OperationalError
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
 from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from application.rooms import RoomsApp, token_hash
 from domain.commands import AnyCommand
 from domain.errors import LayoutError, Rejection
+from domain.layout import Layout
+from infrastructure import http_models as m
 from infrastructure.page import router as page_router
+from infrastructure.storage import UsageError
+from infrastructure.strict_json import JSONInputError, loads
 from infrastructure.watch import RoomWatch, canonical
 
 log = logging.getLogger("dune_ledger.http")
 
 MAX_BODY = 64 * 1024  # a layout names every card once: a few KB; commands are far smaller
 KEEPALIVE = 15  # seconds between the stream's keep-alive comments
-TOKEN_CACHE = 4096  # rooms whose seat-token hashes are kept in memory (they never change)
+TOKEN_CACHE = 4096  # rooms whose seat-token hashes are kept in memory
+# Seconds a room's token hashes are trusted from memory: a token re-issued by another
+# process stops working here within this time (at once on the process that issued it).
+TOKEN_TTL = 2.0
+# Reads answer 503 rather than wait longer than this on a store that does not answer.
+READ_BOUND = 1.8
+READY_BOUND = 1.0  # /readyz: the store answers within this, or 503
+# Wrong tokens one client may send within WRONG_WINDOW seconds before it gets 429.
+WRONG_LIMIT = 20
+WRONG_WINDOW = 60.0
+CLIENTS = 10_000  # clients whose wrong tokens are counted (the oldest forgotten first)
 
 # Result error codes -> HTTP status; any other rejection is a rule's refusal (422).
 STATUS = {
@@ -53,36 +75,31 @@ STATUS = {
     "unauthorized": 401,
     "forbidden": 403,
     "unknown_room": 404,
+    "unknown_seat": 404,
     "not_found": 404,
     "method_not_allowed": 405,
     "conflict": 409,
     "stale_event": 409,
+    "too_many_attempts": 429,
     "busy": 503,
     "unavailable": 503,
+    "not_configured": 503,
     "internal": 500,
 }
-
-ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["ok", "version", "error"],
-    "properties": {
-        "ok": {"const": False},
-        "version": {"type": "integer"},
-        "error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
-        },
-    },
-}
+LOOPBACK_NAMES = ("localhost",)
 
 
 class Refused(Exception):
     """An error to return as the result shape."""
 
-    def __init__(self, code: str, message: str, version: int = 0) -> None:
+    def __init__(self, code: str, message: str, version: int = 0,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.code, self.message, self.version = code, message, version
+        self.code, self.message, self.version, self.headers = code, message, version, headers
+
+
+class StoreDown(UsageError):
+    """`serve` could not reach its store: one line for the CLI, exit 2."""
 
 
 def failure(code: str, message: str, version: int = 0,
@@ -102,7 +119,7 @@ def result_response(result: dict[str, Any], ok_status: int = 200) -> JSONRespons
 
 
 async def read_json(request: Request, what: str) -> Any:
-    """The body as JSON, refusing more than MAX_BODY bytes before reading them all."""
+    """The body as strict JSON, refusing more than MAX_BODY bytes before reading them all."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
         raise Refused("body_too_large", f"{what} must be at most {MAX_BODY} bytes")
@@ -114,8 +131,8 @@ async def read_json(request: Request, what: str) -> Any:
     if not body.strip():
         raise Refused("invalid_command", f"{what} is missing: send a JSON object")
     try:
-        return orjson.loads(bytes(body))
-    except orjson.JSONDecodeError as e:
+        return loads(bytes(body))
+    except JSONInputError as e:
         raise Refused("invalid_command", f"{what} is not valid JSON: {e}") from None
 
 
@@ -125,6 +142,10 @@ def bearer(request: Request) -> str:
     if scheme.lower() != "bearer" or not token.strip():
         raise Refused("unauthorized", "send 'Authorization: Bearer TOKEN'")
     return token.strip()
+
+
+def same_secret(a: str, b: str) -> bool:
+    return secrets.compare_digest(a.encode(), b.encode())
 
 
 SECRET_QUERY = re.compile(r"(?i)(token=)[^&\s]*")
@@ -151,35 +172,73 @@ def install_access_log_filter() -> None:
 
 
 class Tokens:
-    """Seat-token hashes per room, read once: a room's tokens never change."""
+    """Seat and spectator token hashes per room (by canonical id), kept TOKEN_TTL seconds."""
 
     def __init__(self, rooms: RoomsApp) -> None:
         self.rooms = rooms
-        self.hashes: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self.hashes: OrderedDict[str, tuple[float, dict[str, str], str | None]] = OrderedDict()
+        self.lock = threading.Lock()  # looked up from the threadpool
 
-    def of(self, room_id: str) -> dict[str, str]:
+    def of(self, room_id: str) -> tuple[dict[str, str], str | None]:
         try:
             room_id = canonical(room_id)  # one entry per room, however it is spelled
         except Rejection as r:
             raise Refused(r.code, r.message) from None
         known = self.hashes.get(room_id)
-        if known is None:
+        if known is None or time.monotonic() - known[0] > TOKEN_TTL:
             try:
-                known = dict(self.rooms.load(room_id).token_hashes)
+                room = self.rooms.current(room_id)
             except Rejection as r:
                 raise Refused(r.code, r.message) from None
-            self.hashes[room_id] = known
-            if len(self.hashes) > TOKEN_CACHE:
-                self.hashes.popitem(last=False)
-        return known
+            self.rooms.kept.keep(room)
+            known = (time.monotonic(), dict(room.token_hashes), room.spectator_hash)
+            with self.lock:
+                self.hashes[room_id] = known
+                self.hashes.move_to_end(room_id)
+                if len(self.hashes) > TOKEN_CACHE:
+                    self.hashes.popitem(last=False)
+        return known[1], known[2]
+
+    def forget(self, room_id: str) -> None:
+        self.hashes.pop(canonical(room_id), None)
 
     def seat(self, room_id: str, token: str) -> str | None:
         digest = token_hash(token)
         found = None
-        for faction, stored in self.of(room_id).items():
-            if secrets.compare_digest(stored, digest):
+        for faction, stored in self.of(room_id)[0].items():
+            if same_secret(stored, digest):  # every seat compared: constant time
                 found = faction
         return found
+
+    def spectator(self, room_id: str, token: str) -> bool:
+        stored = self.of(room_id)[1]
+        return stored is not None and same_secret(stored, token_hash(token))
+
+
+class WrongTokens:
+    """Wrong tokens per client: WRONG_LIMIT within WRONG_WINDOW seconds, then 429."""
+
+    def __init__(self) -> None:
+        self.clients: OrderedDict[str, list[float]] = OrderedDict()
+
+    def check(self, client: str) -> None:
+        times = self._recent(client)
+        if len(times) >= WRONG_LIMIT:
+            wait = int(WRONG_WINDOW - (time.monotonic() - times[0])) + 1
+            raise Refused("too_many_attempts", "too many wrong tokens from this client; "
+                          f"wait {wait} s", headers={"Retry-After": str(wait)})
+
+    def wrong(self, client: str) -> None:
+        self._recent(client).append(time.monotonic())
+        self.clients.move_to_end(client)
+        while len(self.clients) > CLIENTS:
+            self.clients.popitem(last=False)
+
+    def _recent(self, client: str) -> list[float]:
+        horizon = time.monotonic() - WRONG_WINDOW
+        times = [t for t in self.clients.get(client, []) if t > horizon]
+        self.clients[client] = times
+        return times
 
 
 def command_schema() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -189,17 +248,43 @@ def command_schema() -> tuple[dict[str, Any], dict[str, Any]]:
     return schema, defs
 
 
+def layout_schema() -> tuple[dict[str, Any], dict[str, Any]]:
+    schema = Layout.model_json_schema(ref_template="#/components/schemas/{model}")
+    defs = schema.pop("$defs", {})
+    return schema, defs
+
+
+SEAT: list[dict[str, list[str]]] = [{"seatToken": []}]
+OPERATOR: list[dict[str, list[str]]] = [{"operatorToken": []}]
+SECURITY_SCHEMES = {
+    "seatToken": {"type": "http", "scheme": "bearer",
+                  "description": "a seat token of the room (from room creation)"},
+    "spectatorToken": {"type": "http", "scheme": "bearer",
+                       "description": "the room's spectator token (from room creation)"},
+    "operatorToken": {"type": "http", "scheme": "bearer",
+                      "description": "DUNE_LEDGER_ADMIN_TOKEN"},
+    "queryToken": {"type": "apiKey", "in": "query", "name": "token",
+                   "description": "a seat token as ?token=, for the browser's EventSource"},
+}
+
+
+def cors_origins() -> list[str]:
+    raw = os.environ.get("DUNE_LEDGER_CORS_ORIGINS", "")
+    return [o.strip() for o in raw.split(",") if o.strip()]
+
+
 def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
                admin_token: str | None = None) -> FastAPI:
     """The API over `rooms` (or a factory called at startup, closed at shutdown).
 
-    `admin_token` guards room creation and audit; None reads
-    `DUNE_LEDGER_ADMIN_TOKEN`. An empty one leaves room creation and the audit
-    open (for a server on localhost), though a seat token on the audit is still 403.
+    `admin_token` guards the operator routes; None reads `DUNE_LEDGER_ADMIN_TOKEN`.
+    An empty one leaves them open (`serve` then listens on loopback only), though a
+    seat token on an operator route is still 403.
     """
     if admin_token is None:
         admin_token = os.environ.get("DUNE_LEDGER_ADMIN_TOKEN", "")
     state: dict[str, Any] = {}
+    wrong_tokens = WrongTokens()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -219,7 +304,14 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         state["rooms"] = rooms
     api = FastAPI(title="dune-ledger", version="0.1.0", lifespan=lifespan,
                   docs_url="/docs", redoc_url=None,
-                  description="Custody of Treachery cards and spice for online Dune rooms.")
+                  description="Custody of Treachery cards and spice for online Dune rooms. "
+                              "See docs/http.md.")
+    origins = cors_origins()
+    if origins:
+        api.add_middleware(
+            CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "If-None-Match", "Last-Event-ID"],
+            expose_headers=["ETag", "Retry-After"])
 
     def app() -> RoomsApp:
         rooms_app: RoomsApp = state["rooms"]
@@ -231,22 +323,62 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         known: Tokens = state["tokens"]
         return known
 
-    def is_admin(token: str) -> bool:
-        return bool(admin_token) and secrets.compare_digest(token.encode(), admin_token.encode())
+    def client(request: Request) -> str:
+        return request.client.host if request.client else "?"
 
-    def seat_of(request: Request, room: str, query_token: str | None = None) -> str:
+    def is_admin(token: str) -> bool:
+        return bool(admin_token) and same_secret(token, admin_token)
+
+    async def seat_of(request: Request, room: str, query_token: str | None = None) -> str:
+        who = client(request)
+        wrong_tokens.check(who)
         token = query_token if query_token and "authorization" not in request.headers \
             else bearer(request)
-        seat = tokens().seat(room, token)
+        seat = await bounded(tokens().seat, room, token)
         if seat is None:
+            wrong_tokens.wrong(who)
             raise Refused("unauthorized", "that token is not a seat token of this room")
         return seat
+
+    async def seat_or_spectator(request: Request, room: str) -> str | None:
+        """The seat of a seat token, None for the room's spectator token."""
+        who = client(request)
+        wrong_tokens.check(who)
+        token = bearer(request)
+        seat = await bounded(tokens().seat, room, token)
+        if seat is None and not await bounded(tokens().spectator, room, token):
+            wrong_tokens.wrong(who)
+            raise Refused("unauthorized", "that token is not a token of this room")
+        return seat
+
+    async def operator(request: Request, room: str | None = None) -> None:
+        """The operator routes: the operator token when one is set; never a seat token."""
+        who = client(request)
+        wrong_tokens.check(who)
+        token = bearer(request) if admin_token or "authorization" in request.headers else ""
+        if is_admin(token):
+            return
+        if token and room is not None and await bounded(tokens().seat, room, token) is not None:
+            raise Refused("forbidden", "this route needs the operator token, not a seat token")
+        if admin_token:
+            wrong_tokens.wrong(who)
+            raise Refused("unauthorized", "this route needs the operator token")
+
+    async def bounded(fn: Callable[..., Any], *args: Any, seconds: float = READ_BOUND) -> Any:
+        """A read that answers 503 rather than wait on a store that does not answer."""
+        try:
+            return await asyncio.wait_for(run_in_threadpool(fn, *args), seconds)
+        except Rejection as r:
+            raise Refused(r.code, r.message) from None
+        except TimeoutError:
+            raise Refused("unavailable", "storage did not answer in time; retry (a command "
+                          "with the same command_id)", headers={"Retry-After": "1"}) from None
 
     # --- errors: always the result shape ------------------------------------
 
     @api.exception_handler(Refused)
     async def refused(_: Request, exc: Refused) -> JSONResponse:
-        return failure(exc.code, exc.message, exc.version)
+        return failure(exc.code, exc.message, exc.version, exc.headers)
 
     @api.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -276,26 +408,47 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
 
     # --- routes ---------------------------------------------------------------
 
-    error_body = {"application/json": {"schema": ERROR_SCHEMA}}
     errors: dict[int | str, dict[str, Any]] = {
-        s: {"description": "error", "content": error_body}
-        for s in (400, 401, 403, 404, 409, 422, 503)}
-    layout_body = {"requestBody": {"required": True, "content": {"application/json": {
-        "schema": {"type": "object", "required": ["seats"],
-                   "description": "a layout (INTERFACE 'Layout')"}}}}}
+        s: {"model": m.Failure, "description": d} for s, d in (
+            (400, "malformed body or parameter"), (401, "missing or wrong token"),
+            (403, "a valid token without the right"), (404, "unknown room"),
+            (409, "conflict or stale event"), (422, "a rule refused the command"),
+            (429, "too many wrong tokens from this client"), (503, "the store is down"))}
     command_body_schema, command_defs = command_schema()
-    command_body = {"requestBody": {"required": True, "content": {"application/json": {
-        "schema": command_body_schema}}}}
+    layout_body_schema, layout_defs = layout_schema()
 
-    @api.get("/healthz", summary="liveness")
+    def body(schema: dict[str, Any], examples: dict[str, Any]) -> dict[str, Any]:
+        return {"requestBody": {"required": True, "content": {"application/json": {
+            "schema": schema, "examples": examples}}}}
+
+    @api.get("/healthz", summary="liveness: the process is up", response_model=m.Health)
     async def healthz() -> dict[str, Any]:
         return {"ok": True}
 
+    @api.get("/readyz", summary="readiness: the store answers within 1 s",
+             response_model=m.Health, responses={503: errors[503]})
+    async def readyz() -> Response:
+        await bounded(app().recorder.max_notification_id, seconds=READY_BOUND)
+        return JSONResponse({"ok": True})
+
+    @api.get("/keys", summary="the public signing key", response_model=m.PublicKey,
+             responses={503: errors[503]})
+    async def keys() -> Response:
+        try:
+            module = importlib.import_module("infrastructure.keys")
+        except ImportError:
+            module = None
+        public_key = getattr(module, "public_key", None)
+        if public_key is None:
+            raise Refused("not_configured", "this server has no signing key configured")
+        return JSONResponse(await run_in_threadpool(public_key))
+
     @api.post("/rooms", status_code=201, summary="create a room from a layout",
-              openapi_extra=layout_body, responses=errors)
+              response_model=m.CreatedRoom, responses=errors,
+              openapi_extra={**body(layout_body_schema, {"box room": {
+                  "summary": "a Box room", "value": m.LAYOUT_EXAMPLE}}), "security": OPERATOR})
     async def post_room(request: Request) -> Response:
-        if admin_token and not is_admin(bearer(request)):
-            raise Refused("unauthorized", "room creation needs the operator token")
+        await operator(request)
         layout = await read_json(request, "the layout")
         try:
             created = await run_in_threadpool(app().create_room, layout)
@@ -303,44 +456,84 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
             raise Refused("invalid_layout", str(e)) from None
         return JSONResponse(created, status_code=201)
 
+    @api.get("/rooms", summary="every room (operator)", response_model=list[m.RoomSummary],
+             responses=errors, openapi_extra={"security": OPERATOR})
+    async def get_rooms(request: Request) -> Response:
+        await operator(request)
+        return JSONResponse(await run_in_threadpool(app().room_summaries))
+
     @api.post("/rooms/{room}/commands", summary="run one command as the token's seat",
-              openapi_extra=command_body, responses=errors)
+              response_model=m.CommandResult, responses=errors,
+              openapi_extra={**body(command_body_schema, m.COMMAND_EXAMPLES),
+                             "security": SEAT})
     async def post_command(room: str, request: Request) -> Response:
-        seat = seat_of(request, room)
+        seat = await seat_of(request, room)
         raw = await read_json(request, "the command")
-        result = await run_in_threadpool(app().execute, room, seat, raw)
+        # Bounded like a read: a store that does not answer gets 503 within 2 s. The
+        # command may still be applied if the store comes back: retry with its command_id.
+        result = await bounded(app().execute, room, seat, raw)
         return result_response(result)
 
-    @api.get("/rooms/{room}/view", summary="the token's seat view", responses=errors)
+    @api.get("/rooms/{room}/view", summary="the token's seat view (ETag: the version)",
+             response_model=m.SeatView, responses={**errors, 304: {"description": "unchanged"}},
+             openapi_extra={"security": SEAT})
     async def get_view(room: str, request: Request) -> Response:
-        seat = seat_of(request, room)
-        return JSONResponse(await query(app().seat_view, room, seat))
+        seat = await seat_of(request, room)
+        view = await bounded(app().seat_view, room, seat)
+        tag = f'"{view.get("version", 0)}"'
+        if tag in etags(request.headers.get("if-none-match", "")):
+            return Response(status_code=304, headers={"ETag": tag})
+        return JSONResponse(view, headers={"ETag": tag})
 
-    @api.get("/rooms/{room}/log", summary="the public log", responses=errors)
-    async def get_log(room: str, request: Request) -> Response:
-        seat_of(request, room)
-        return JSONResponse(await query(app().public_log, room))
+    @api.get("/rooms/{room}/public", summary="the public view (a seat or the spectator)",
+             response_model=m.PublicView, responses=errors,
+             openapi_extra={"security": [*SEAT, {"spectatorToken": []}]})
+    async def get_public(room: str, request: Request) -> Response:
+        await seat_or_spectator(request, room)
+        return JSONResponse(await bounded(app().public_view, room))
 
-    def watch() -> RoomWatch:
-        if "watch" not in state:
-            state["watch"] = RoomWatch(app(), asyncio.get_running_loop())
+    @api.get("/rooms/{room}/log", summary="public log entries after `after` (all without it)",
+             response_model=list[m.LogEntry], responses=errors,
+             openapi_extra={"security": SEAT})
+    async def get_log(room: str, request: Request,
+                      after: int = Query(0, ge=0, le=2**62, description="the last seq seen")
+                      ) -> Response:
+        await seat_of(request, room)
+        return JSONResponse(await bounded(app().public_log, room, after))
+
+    starting = asyncio.Lock()
+
+    async def watch() -> RoomWatch:
+        """The process's one follower of room changes, started by the first stream."""
+        async with starting:
+            if "watch" not in state:
+                state["watch"] = await run_in_threadpool(
+                    RoomWatch, app(), asyncio.get_running_loop())
         watching: RoomWatch = state["watch"]
         return watching
 
     @api.get("/rooms/{room}/stream", summary="the token's seat view, pushed on every change",
-             response_class=EventSourceResponse, responses=errors)
-    async def get_stream(room: str, request: Request, token: str | None = None) -> Response:
+             response_class=EventSourceResponse,
+             responses={**errors, 200: {"description": "Server-Sent Events", "content": {
+                 "text/event-stream": {"schema": {
+                     "type": "string", "description": "`event: view`, `id: VERSION`, "
+                     "`data:` the seat's view (SeatView) as JSON; `: ping` every 15 s"}}}}},
+             openapi_extra={"security": [*SEAT, {"queryToken": []}]})
+    async def get_stream(room: str, request: Request,
+                         token: str | None = Query(None, description="a seat token, for "
+                                                   "EventSource (prefer the header)")
+                         ) -> Response:
         """Server-Sent Events: one `view` event (`id:` the version) each time the seat's
         view changes, a keep-alive comment every 15 s; `Last-Event-ID` resumes. The
         token may come as `?token=` for the browser's EventSource (kept out of the
         access log)."""
-        seat = seat_of(request, room, token)
+        seat = await seat_of(request, room, token)
         key = canonical(room)
         try:
             sent = int(request.headers.get("last-event-id", "0") or 0)
         except ValueError:
             sent = 0
-        watching = watch()
+        watching = await watch()
         watched = await watching.join(key)
 
         async def views() -> AsyncIterator[dict[str, str]]:
@@ -359,19 +552,40 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
 
         return EventSourceResponse(views(), ping=KEEPALIVE)
 
+    @api.post("/rooms/{room}/seats/{faction}/token", status_code=201,
+              summary="a new token for a seat; the old one stops working (operator)",
+              response_model=m.NewToken, responses=errors,
+              openapi_extra={"security": OPERATOR})
+    async def post_token(room: str, faction: str, request: Request) -> Response:
+        await operator(request, room)
+        try:
+            issued = await run_in_threadpool(app().reissue_token, room, faction)
+        except Rejection as r:
+            raise Refused(r.code, r.message) from None
+        tokens().forget(room)
+        return JSONResponse(issued, status_code=201)
+
     @api.get("/rooms/{room}/audit", summary="replay and check the room (operator)",
-             responses=errors)
+             response_model=m.AuditReport, responses=errors,
+             openapi_extra={"security": OPERATOR})
     async def get_audit(room: str, request: Request) -> Response:
         from application.audit import audit_room
 
-        # Without an operator token configured the audit is open, but never to a seat.
-        token = bearer(request) if admin_token or "authorization" in request.headers else ""
-        if not is_admin(token):
-            if token and tokens().seat(room, token) is not None:
-                raise Refused("forbidden", "the audit needs the operator token, not a seat token")
-            if admin_token:
-                raise Refused("unauthorized", "the audit needs the operator token")
-        return JSONResponse(await query(audit_room, app(), room))
+        await operator(request, room)
+        try:
+            report = await run_in_threadpool(audit_room, app(), room)
+        except Rejection as r:
+            raise Refused(r.code, r.message) from None
+        return JSONResponse(report)
+
+    # /metrics: prometheus-client's own app on the default registry (the metrics are
+    # defined in infrastructure/observability.py), behind the operator token if set.
+    from prometheus_client import make_asgi_app
+
+    api.router.routes.append(Route("/metrics", OperatorOnly(make_asgi_app(), admin_token),
+                                   include_in_schema=False))
+
+    # The seat page (GET /play/{room}) is mounted here by its own module.
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
@@ -379,9 +593,9 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
 
             schema = get_openapi(title=api.title, version=api.version,
                                  description=api.description, routes=api.routes)
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(command_defs)
-            schema["components"]["securitySchemes"] = {
-                "bearer": {"type": "http", "scheme": "bearer"}}
+            components = schema.setdefault("components", {})
+            components.setdefault("schemas", {}).update({**command_defs, **layout_defs})
+            components["securitySchemes"] = SECURITY_SCHEMES
             api.openapi_schema = schema
         return api.openapi_schema
 
@@ -390,7 +604,31 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     return api
 
 
-async def query(fn: Callable[..., Any], *args: Any) -> Any:
+def etags(header: str) -> set[str]:
+    """The entity tags of an If-None-Match header, weak ones as strong (a view's tag is
+    its version), `*` as any."""
+    out = {t.strip().removeprefix("W/") for t in header.split(",") if t.strip()}
+    return out
+
+
+class OperatorOnly:
+    """An ASGI app behind the operator token (when one is set)."""
+
+    def __init__(self, inner: ASGIApp, admin_token: str) -> None:
+        self.inner, self.admin_token = inner, admin_token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.admin_token and scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            if scheme.lower() != "bearer" or not same_secret(token.strip(), self.admin_token):
+                await failure("unauthorized", "/metrics needs the operator token")(
+                    scope, receive, send)
+                return
+        await self.inner(scope, receive, send)
+
+
+async def query(fn: Callable[..., Awaitable[Any] | Any], *args: Any) -> Any:
     try:
         return await run_in_threadpool(fn, *args)
     except Rejection as r:
@@ -404,19 +642,80 @@ def app_from_env() -> FastAPI:
     return create_app(lambda: open_rooms(None))
 
 
+def check_host(host: str) -> None:
+    """A usage error for an address that is not one, or that is not loopback while no
+    operator token is set (the operator routes would be open to the network)."""
+    try:
+        addresses = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        try:
+            found = socket.getaddrinfo(host, None)
+        except (socket.gaierror, UnicodeError):
+            raise UsageError(f"--host {host!r} is not an IP address or a known host name") \
+                from None
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found]
+    loopback = all(a.is_loopback for a in addresses) or host in LOOPBACK_NAMES
+    if not loopback and not os.environ.get("DUNE_LEDGER_ADMIN_TOKEN"):
+        raise UsageError(f"refusing to listen on {host} while DUNE_LEDGER_ADMIN_TOKEN is "
+                         "unset: set it, or listen on 127.0.0.1")
+
+
+def check_store(rooms: RoomsApp, url: str) -> None:
+    """StoreDown unless the store answers within READY_BOUND seconds."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        pool.submit(rooms.recorder.max_notification_id).result(timeout=READY_BOUND)
+    except concurrent.futures.TimeoutError:
+        raise StoreDown(f"the store at {safe_url(url)} did not answer within "
+                        f"{READY_BOUND:g} s") from None
+    except Exception as e:  # noqa: BLE001 - any failure of the store is the same one line
+        raise StoreDown(f"the store at {safe_url(url)} does not answer: "
+                        f"{first_line(e)}") from None
+    finally:
+        pool.shutdown(wait=False)
+
+
+def safe_url(url: str | None) -> str:
+    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url or "the default URL")
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0]
+
+
 def serve(url: str | None, host: str, port: int, workers: int = 1) -> None:
+    """Run the API. UsageError (exit 2, one line) for a bad or unsafe host; StoreDown
+    (a UsageError) when the store does not answer."""
     import uvicorn
 
     from infrastructure.storage import open_rooms
 
-    if not os.environ.get("DUNE_LEDGER_ADMIN_TOKEN") and host not in ("127.0.0.1", "localhost",
-                                                                       "::1"):
-        log.warning("DUNE_LEDGER_ADMIN_TOKEN is not set: anyone who reaches %s may create rooms",
-                    host)
+    check_host(host)
+    # A dead store answers 503 within 2 s: a pooled connection is waited for, and a
+    # new one connected, for at most a second (unless the operator chose otherwise).
+    os.environ.setdefault("DUNE_LEDGER_PG_CONNECT_TIMEOUT", "1")
+    try:
+        rooms = open_rooms(url)
+    except UsageError as e:
+        raise StoreDown(first_line(e)) from None
+    except Exception as e:  # noqa: BLE001 - the store is down or unreadable: one line
+        raise StoreDown(f"cannot open the store at {safe_url(url)}: {first_line(e)}") from None
+    try:
+        check_store(rooms, url or "")
+    except StoreDown:
+        rooms.close()
+        raise
     if workers > 1:
+        rooms.close()
         if url:
             os.environ["DUNE_LEDGER_DB"] = url
         uvicorn.run("infrastructure.http:app_from_env", factory=True, host=host, port=port,
                     workers=workers)
         return
-    uvicorn.run(create_app(lambda: open_rooms(url)), host=host, port=port)
+    try:
+        uvicorn.run(create_app(rooms), host=host, port=port)
+    finally:
+        rooms.close()

@@ -68,6 +68,31 @@ class ReadModels:
     def head(self) -> int:
         return int(self.recorder.max_notification_id() or 0)
 
+    def catch_up_within(self, seconds: float) -> bool:
+        """Catch up for at most about `seconds` (a batch more); True when nothing is left.
+
+        A player's read calls this: a rebuild, a long catch-up by another thread, or a
+        log far ahead must not hold the read for seconds (the reader then folds its
+        own room: `RoomsApp._caught_up`)."""
+        if not self.lock.acquire(timeout=seconds):
+            return False
+        try:
+            deadline = time.monotonic() + seconds
+            start = self.position()
+            while True:
+                notes = self.recorder.select_notifications(
+                    start=start, limit=self.batch, inclusive_of_start=False)
+                if not notes:
+                    return True
+                self.process(self.decode(notes))
+                start = notes[-1].id
+                if len(notes) < self.batch:
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+        finally:
+            self.lock.release()
+
     def catch_up(self, progress: Progress | None = None, stop: int | None = None) -> int:
         """Apply every notification not yet applied (up to `stop`); returns how many."""
         with self.lock:
@@ -142,8 +167,14 @@ class ReadModels:
         """Every stored view of the room (seat -> JSON) and their version, read at once."""
         return self.store.room_views(room)
 
-    def public_log(self, room: str) -> list[dict[str, Any]]:
-        return [orjson.loads(entry) for entry in self.store.log(room)]
+    def public_log(self, room: str, after: int = 0) -> list[dict[str, Any]]:
+        return [orjson.loads(entry) for entry in self.store.log(room, after)]
+
+    def fresh_rows(self, room_id: UUID, records: list[Recorded]
+                   ) -> tuple[list[str], dict[str, str]]:
+        """The room's log entries and views folded from `records` alone, as a rebuild
+        would store them: for a read that may not wait for the whole log."""
+        return fresh_rows(room_id, records)
 
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         """The rooms where some seat's autopilot is on (`due`: and is asked for something),

@@ -122,7 +122,8 @@ class Store(ABC):
     def view(self, room: str, seat: str) -> tuple[int, str] | None: ...
 
     @abstractmethod
-    def log(self, room: str) -> list[str]: ...
+    def log(self, room: str, after: int = 0) -> list[str]:
+        """The room's public log entries with a seq above `after`, in seq order."""
 
     @abstractmethod
     def log_at(self, room: str, gt: int = 0, lte: int | None = None
@@ -242,9 +243,9 @@ class MemoryStore(Store):
         with self.lock:
             return self.views.get(room, {}).get(seat)
 
-    def log(self, room: str) -> list[str]:
+    def log(self, room: str, after: int = 0) -> list[str]:
         with self.lock:
-            return [entry for _, entry in self.entries.get(room, [])]
+            return [entry for _, entry in self.entries.get(room, [])[after:]]
 
     def log_at(self, room: str, gt: int = 0, lte: int | None = None
                ) -> tuple[int, list[tuple[int, str]]]:
@@ -386,9 +387,9 @@ class SQLStore(Store):
                           "WHERE room = ? AND seat = ?", (room, seat))
         return (int(rows[0]["v"]), str(rows[0]["j"])) if rows else None
 
-    def log(self, room: str) -> list[str]:
-        rows = self._rows("SELECT entry FROM dl_public_log WHERE room = ? ORDER BY seq",
-                          (room,), plain=True)
+    def log(self, room: str, after: int = 0) -> list[str]:
+        rows = self._rows("SELECT entry FROM dl_public_log WHERE room = ? AND seq > ? "
+                          "ORDER BY seq", (room, after), plain=True)
         return [str(entry) for entry, in rows]
 
     def log_at(self, room: str, gt: int = 0, lte: int | None = None

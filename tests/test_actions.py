@@ -18,7 +18,7 @@ from domain.state import RoomState
 from domain.views import public_view, seat_view
 from tests import test_ambassador
 from tests.leaks import face_up, hidden_from_seat, named
-from tests.support import Counting, layout, rejected, run, state_of
+from tests.support import Counting, layout, rejected, run, snapshot, state_of
 
 BOX = "nullentropy-box"
 
@@ -143,7 +143,9 @@ def may_know(state: RoomState, seat: str) -> set[str]:
 
 def check_position(state: RoomState) -> None:
     for s in state.seats:
+        before = snapshot(state)
         listed = actions(state, s.faction)
+        assert snapshot(state) == before  # probing changed nothing
         keys = set()
         for action in listed:
             for cmd in to_commands(action, state, s.faction):
