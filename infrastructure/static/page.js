@@ -434,8 +434,9 @@
     fill('response',
       h('p', {}, h('strong', { text: w.kind.replaceAll('_', ' ') }),
         w.stage ? ` (${w.stage})` : '',
-        w.payer ? ` · ${w.payer} paid ${w.amount} spice` : '',
-        w.beneficiary ? ` · to ${w.beneficiary}` : ''),
+        w.payer ? ` · paid by ${w.payer}` + (w.amount !== undefined ? ` (${w.amount} spice)` : '')
+          : '',
+        w.beneficiary ? ` · for ${w.beneficiary}` : ''),
       at !== null ? h('p', { id: 'deadline', class: 'deadline', 'data-at': String(at) }) : null,
       h('p', { id: 'waiting' }, waiting.length ? `Waiting for: ${waiting.join(', ')}` : 'Nobody is waited for.'),
       (w.passes || []).length ? h('p', { text: `Passed: ${w.passes.join(', ')}` }) : null,
