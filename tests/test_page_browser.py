@@ -374,7 +374,9 @@ def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
     created = server.create(AMBASSADOR_LAYOUT)
     room, tokens = created["room"], created["seats"]
     expansions = tuple(AMBASSADOR_LAYOUT["expansions"])
-    seats = {f: Seat(browser, server, room, f, t, width=1100) for f, t in tokens.items()}
+    # Atreides plays from a phone, the others from desktops.
+    seats = {f: Seat(browser, server, room, f, t, width=390 if f == "atreides" else 1100,
+                     height=844 if f == "atreides" else 900) for f, t in tokens.items()}
     try:
         # Atreides ships into Arrakeen, typing the territory into its page.
         atreides = seats["atreides"].page
