@@ -44,9 +44,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from application.rooms import RoomsApp, token_hash
 from domain.commands import AnyCommand
 from domain.errors import LayoutError, Rejection
-from infrastructure.page import router as page_router
 from domain.layout import Layout
 from infrastructure import http_models as m
+from infrastructure.page import router as page_router
 from infrastructure.storage import UsageError
 from infrastructure.strict_json import JSONInputError, loads
 from infrastructure.watch import RoomWatch, canonical

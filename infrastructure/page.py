@@ -52,8 +52,8 @@ def security_headers() -> dict[str, str]:
 router = APIRouter()
 
 
-@router.get("/play/{room}", response_class=HTMLResponse, summary="the seat page",
-            description="A player's table in the browser; the seat token is entered on the page.")
+# A page, not part of the API: the OpenAPI document describes the JSON routes it uses.
+@router.get("/play/{room}", response_class=HTMLResponse, include_in_schema=False)
 async def play(room: str, request: Request) -> Response:
     response = templates.TemplateResponse(request, "play.html", {"room": room})
     response.headers.update(security_headers())

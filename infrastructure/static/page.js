@@ -43,7 +43,7 @@
       else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
       else el.setAttribute(k, v === true ? '' : v);
     }
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === null || c === undefined || c === false) continue;
       el.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }
@@ -146,6 +146,13 @@
       setStatus('Live');
       apply(JSON.parse(event.data));
     });
+    // A reconnect resumes from Last-Event-ID, and the server sends nothing until the view
+    // changes: so an open connection is news enough, and one read makes sure of the view.
+    es.onopen = () => {
+      retry = 0;
+      setStatus('Live');
+      refresh().catch((e) => (e.fatal ? stop(e.message) : null));
+    };
     es.onerror = () => {
       if (es.readyState === EventSource.CLOSED) {
         es.close();
@@ -198,6 +205,7 @@
     sessionStorage.removeItem(KEY);
     token = null;
     view = null;
+    shown = '';
     lastSeq = 0;
     $('log-body').replaceChildren();
     showError(message);
@@ -221,8 +229,13 @@
     $('error').textContent = '';
   }
 
+  let shown = '';
+
   function apply(next) {
     if (!next || (view && next.version < view.version)) return;
+    const text = JSON.stringify(next);
+    if (text === shown) return; // the same view again (a poll, a reconnect): keep the screen
+    shown = text;
     const changed = !view || next.version !== view.version;
     view = next;
     render();
@@ -247,7 +260,7 @@
 
   function fill(id, ...children) {
     const body = $(id + '-body');
-    body.replaceChildren(...children.flat().filter(Boolean));
+    body.replaceChildren(...children.flat(Infinity).filter(Boolean));
     $(id).hidden = body.childElementCount === 0;
   }
 
@@ -261,6 +274,9 @@
     // Keep the keyboard where it was: the control with the same key gets focus back.
     const focused = document.activeElement && document.activeElement.dataset
       ? document.activeElement.dataset.key : null;
+    // ...and what a player was typing stays typed.
+    const typed = new Map(Array.from(document.querySelectorAll('input[data-key], select[data-key]'))
+      .map((el) => [el.dataset.key, el.value]));
     const used = new Set();
     const take = (type) => {
       used.add(type);
@@ -282,6 +298,9 @@
     renderAutopilot(take('set_autopilot'));
     renderMore((view.actions || []).filter((a) => !used.has(a.type)));
 
+    for (const el of document.querySelectorAll('input[data-key], select[data-key]')) {
+      if (typed.has(el.dataset.key)) el.value = typed.get(el.dataset.key);
+    }
     if (focused) {
       const again = Array.from(document.querySelectorAll('[data-key]'))
         .find((el) => el.dataset.key === focused);
@@ -384,10 +403,11 @@
       h('p', {}, mine ? `Your decision: ${d.kind}.` : `${d.player} is deciding (${d.kind}).`),
       d.token ? h('p', { text: `The ${d.token} ambassador in ${d.territory}, entered by ${d.entrant}.` })
         : null,
-      decide.map((a) => actionButton(a, a.trigger
-        ? `Trigger it${a.beneficiary ? ' for ' + a.beneficiary : ''}` : 'Do not trigger it',
-      a.trigger ? 'primary' : null)),
-      copy.map((a) => actionButton(a, `Copy the ${a.token} ambassador`)));
+      h('div', { class: 'row wrap' },
+        decide.map((a) => actionButton(a, a.trigger
+          ? `Trigger it${a.beneficiary ? ' for ' + a.beneficiary : ''}` : 'Do not trigger it',
+        a.trigger ? 'primary' : null)),
+        copy.map((a) => actionButton(a, `Copy the ${a.token} ambassador`))));
   }
 
   function parseDeadline(deadline) {
@@ -414,18 +434,24 @@
     fill('response',
       h('p', {}, h('strong', { text: w.kind.replaceAll('_', ' ') }),
         w.stage ? ` (${w.stage})` : '',
-        w.payer ? ` · ${w.payer} paid ${w.amount} spice` : '',
-        w.beneficiary ? ` · to ${w.beneficiary}` : ''),
+        w.payer ? ` · paid by ${w.payer}` + (w.amount !== undefined ? ` (${w.amount} spice)` : '')
+          : '',
+        w.beneficiary ? ` · for ${w.beneficiary}` : ''),
       at !== null ? h('p', { id: 'deadline', class: 'deadline', 'data-at': String(at) }) : null,
       h('p', { id: 'waiting' }, waiting.length ? `Waiting for: ${waiting.join(', ')}` : 'Nobody is waited for.'),
       (w.passes || []).length ? h('p', { text: `Passed: ${w.passes.join(', ')}` }) : null,
       respond.length ? h('div', { class: 'row' }, respond.map((a) => actionButton(a,
-        a.action === 'karama' ? `Play ${a.card ? cardName(a.card) : 'Karama'} (Karama)` : 'Pass',
+        a.action === 'karama' ? karamaLabel(a) : 'Pass',
         a.action === 'karama' ? 'primary' : null))) : null);
     if (at !== null) {
       tick();
       countdown = setInterval(tick, 1000);
     }
+  }
+
+  function karamaLabel(a) {
+    const name = a.card ? cardName(a.card) : 'Karama';
+    return name === 'Karama' ? 'Play Karama' : `Play ${name} as Karama`;
   }
 
   function renderGift(answer) {
@@ -434,8 +460,8 @@
     const what = g && g.card ? g.card.name : 'a card';
     fill('gift',
       g ? h('p', {}, `${g.giver || 'Richese'} offers ${what} to ${g.to || 'an ally'}.`) : null,
-      answer.map((a) => actionButton(a, a.accept ? `Accept ${what}` : 'Refuse the gift',
-        a.accept ? 'primary' : null)));
+      h('div', { class: 'row wrap' }, answer.map((a) => actionButton(a,
+        a.accept ? `Accept ${what}` : 'Refuse the gift', a.accept ? 'primary' : null))));
   }
 
   function renderTruthtrance(answer) {
@@ -457,13 +483,22 @@
     const key = keyOf(action);
     const inputs = Object.entries(free).map(([name, spec]) => {
       const id = 'f' + Math.abs(hash(key + name));
-      const input = spec.kind === 'spice_promise'
-        ? h('input', { id, type: 'number', min: spec.min, max: spec.max, step: '1', required: true,
-          inputmode: 'numeric', 'data-key': key + ':' + name })
-        : h('input', { id, type: 'text', required: true, minlength: spec.min_length,
-          maxlength: spec.max_length, 'data-key': key + ':' + name });
-      const what = spec.kind === 'spice_promise' ? `spice (${spec.min} to ${spec.max})`
-        : spec.kind === 'card' ? `card (${spec.of})` : name;
+      const data = { id, 'data-key': key + ':' + name, required: true };
+      let input;
+      let what = name.charAt(0).toUpperCase() + name.slice(1).replaceAll('_', ' ');
+      if (spec.kind === 'choice') {
+        input = h('select', data, (spec.options || []).map((o) => h('option', { value: JSON.stringify(o),
+          text: String(o) })));
+      } else if (spec.kind === 'spice_promise' || spec.kind === 'number' || spec.kind === 'spice') {
+        input = h('input', { ...data, type: 'number', min: spec.min, max: spec.max, step: '1',
+          inputmode: 'numeric' });
+        if (spec.kind === 'spice_promise') what = 'Spice promised';
+        if (spec.min !== undefined && spec.max !== undefined) what += ` (${spec.min} to ${spec.max})`;
+      } else {
+        input = h('input', { ...data, type: 'text', minlength: spec.min_length,
+          maxlength: spec.max_length, autocomplete: 'off' });
+        if (spec.of) what += ` (${spec.of})`;
+      }
       return { name, spec, input, label: h('label', { for: id, text: what }) };
     });
     const form = h('form', { class: 'stack free' }, h('p', { class: 'title', text: title }),
@@ -474,7 +509,10 @@
       const values = {};
       for (const f of inputs) {
         const raw = f.input.value.trim();
-        values[f.name] = f.spec.kind === 'spice_promise' ? { spice: Number(raw) } : raw;
+        if (f.spec.kind === 'choice') values[f.name] = JSON.parse(raw);
+        else if (f.spec.kind === 'spice_promise') values[f.name] = { spice: Number(raw) };
+        else if (f.input.type === 'number') values[f.name] = Number(raw);
+        else values[f.name] = raw;
       }
       send({ ...command, ...values }, form.querySelector('button'));
     });
@@ -494,8 +532,8 @@
       s && s.event ? h('p', { text: `${s.discarder} discarded: Semuta may react.` }) : null,
       s && s.queued ? h('p', { class: 'hint', text: `${s.queued} more discard(s) wait for Semuta.` })
         : null,
-      semuta.map((a) => actionButton(a, a.action === 'take' ? `Take it with ${cardName(a.card)}`
-        : 'Pass')));
+      h('div', { class: 'row wrap' }, semuta.map((a) => actionButton(a,
+        a.action === 'take' ? `Take ${cardName(a.card)} (Semuta)` : 'Pass'))));
   }
 
   function renderAmbassador() {
@@ -516,31 +554,48 @@
       h('p', { class: 'hint' }, `Used: ${(amb.used || []).join(', ') || 'none'}`));
   }
 
+  // Autopilot's profiles come from the listed actions: one per profile, or one whose
+  // profile is a free choice.
   function renderAutopilot(set) {
     if (!set.length) return fill('autopilot');
     const current = view.me.autopilot;
-    const on = set.filter((a) => a.enabled);
-    const off = set.find((a) => !a.enabled);
-    const select = on.length ? h('select', { id: 'autopilot-profile', 'data-key': 'autopilot-profile' },
-      on.map((a, i) => h('option', { value: String(i), text: a.profile }))) : null;
+    const choices = [];
+    for (const a of set.filter((x) => x.enabled)) {
+      const { free, ...command } = a;
+      const options = free && free.profile ? free.profile.options || [] : [a.profile];
+      for (const p of options) if (p !== current) choices.push({ ...command, profile: p });
+    }
+    const off = set.find((a) => a.enabled === false);
+    const select = choices.length ? h('select', { id: 'autopilot-profile', 'data-key': 'autopilot-profile' },
+      choices.map((a, i) => h('option', { value: String(i), text: a.profile }))) : null;
     fill('autopilot',
       h('p', { id: 'autopilot-now' },
         current ? `On, profile ${current}: the server plays this seat.` : 'Off: you play this seat.'),
-      select ? [h('label', { for: 'autopilot-profile', text: 'Profile' }), select] : null,
+      select ? h('label', { for: 'autopilot-profile', class: 'inline' }, 'Profile ', select) : null,
       h('div', { class: 'row wrap' },
         select ? h('button', { type: 'button', 'data-key': 'autopilot-on',
-          onclick: (e) => send(on[Number(select.value)], e.currentTarget) },
+          onclick: (e) => send(choices[Number(select.value)], e.currentTarget) },
         current ? 'Switch to this profile' : 'Turn autopilot on') : null,
         off ? actionButton(off, 'Turn autopilot off') : null));
   }
 
   function label(a) {
-    const fields = Object.entries(a).filter(([k]) => k !== 'type' && k !== 'free')
-      .map(([k, v]) => `${k}: ${k === 'card' || k === 'give' ? cardName(v) : JSON.stringify(v)}`);
-    const name = { draw: 'Draw a card', discard: 'Discard', distrans: 'Distrans',
-      offer_gift: 'Offer a gift', guild_stop: 'Guild stop', enter_territory: 'Enter a territory',
-      ask_truthtrance: 'Ask a Truthtrance question' }[a.type] || a.type.replaceAll('_', ' ');
-    return fields.length ? `${name} (${fields.join(', ')})` : name;
+    const card = a.card ? cardName(a.card) : null;
+    switch (a.type) {
+      case 'draw': return 'Draw a card';
+      case 'discard': return `Discard ${card}`;
+      case 'distrans': return `Distrans: give ${cardName(a.give)} to ${a.to}`;
+      case 'offer_gift': return `Offer ${card} to ${a.to}`;
+      case 'ask_truthtrance': return `Ask ${a.target} a Truthtrance question`;
+      case 'enter_territory': return 'Enter a territory' + (a.via ? ` by ${a.via}` : '');
+      case 'guild_stop': return 'Stop a shipping cost (Guild)';
+      default: {
+        const fields = Object.entries(a).filter(([k]) => k !== 'type' && k !== 'free')
+          .map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`);
+        const name = a.type.replaceAll('_', ' ');
+        return fields.length ? `${name} (${fields.join(', ')})` : name;
+      }
+    }
   }
 
   function renderMore(rest) {

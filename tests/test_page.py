@@ -1,0 +1,87 @@
+"""The seat page's server side: the same page for everyone, its two files, `dune-ledger table`."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from fastapi.testclient import TestClient
+
+from infrastructure.http import create_app
+from infrastructure.storage import open_rooms
+from tests.support import layout
+from tests.test_http import free_port
+
+
+def test_the_page_is_the_same_for_every_visitor_and_holds_no_seat_data() -> None:
+    with open_rooms("memory://") as rooms, TestClient(create_app(rooms, admin_token="")) as client:
+        created = rooms.create_room(layout())
+        room = created["room"]
+        plain = client.get(f"/play/{room}")
+        with_token = client.get(f"/play/{room}",
+                                headers={"Authorization": f"Bearer {created['seats']['richese']}"})
+        assert plain.status_code == 200 and plain.headers["content-type"].startswith("text/html")
+        assert plain.text == with_token.text  # the page carries no view: the browser asks for it
+        for cid in ("nullentropy-box", "crysknife", "karama-1", "shield-1", "maula-pistol"):
+            assert cid not in plain.text
+        policy = plain.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "unsafe" not in policy
+        assert plain.headers["referrer-policy"] == "no-referrer"
+        assert plain.headers["cache-control"] == "no-store"
+        # A room id is text on the page, never markup.
+        odd = client.get("/play/%3Cscript%3Ealert(1)")
+        assert odd.status_code == 200 and "<script>alert" not in odd.text
+
+
+def test_static_files_are_the_two_shipped_and_nothing_else() -> None:
+    with open_rooms("memory://") as rooms, TestClient(create_app(rooms, admin_token="")) as client:
+        js = client.get("/static/page/page.js")
+        css = client.get("/static/page/page.css")
+        assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+        assert "innerHTML" not in js.text  # text is set as text, never parsed as markup
+        for name in ("page.py", "..%2Fpage.py", "%2E%2E%2Fhttp.py", "play.html"):
+            assert client.get(f"/static/page/{name}").status_code == 404
+
+
+def test_table_serves_the_demo_room_and_prints_each_seat_page(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infrastructure.cli", "--db", f"sqlite:///{tmp_path / 't.db'}",
+         "table", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("The tokens are shown once"):
+                break
+        pages = dict(re.findall(r"^\s+(\w+)\s+(http://\S+)$", "".join(lines), re.M))
+        assert set(pages) == {"richese", "emperor", "harkonnen", "atreides"}
+        url, _, token = pages["richese"].partition("#token=")
+        room = url.rsplit("/", 1)[1]
+        for _ in range(400):
+            try:
+                page = httpx.get(url)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert page.status_code == 200 and token not in page.text
+        view = httpx.get(f"http://127.0.0.1:{port}/rooms/{room}/view",
+                         headers={"Authorization": f"Bearer {token}"})
+        assert view.status_code == 200 and view.json()["seat"] == "richese"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_table_refuses_a_public_address() -> None:
+    done = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", "memory://",
+                           "table", "--host", "0.0.0.0"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "loopback" in done.stderr and "Traceback" not in done.stderr

@@ -1,0 +1,519 @@
+"""The seat page in a real browser: Debian's Chromium driven by Playwright.
+
+Each journey runs the real server (`dune-ledger serve` in a subprocess on a
+loopback port, a SQLite file in tmp) and one page per seat, each in its own
+browser context, clicking what a player clicks. After every step each page's
+DOM is scanned for card ids its seat may not know: every card of the room
+that appears nowhere in that seat's own view or public log (as the API gives
+them) is hidden from it, and must not be in its page either.
+
+Screenshots of every step go to tests/artifacts/ (git-ignored), to be looked at.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from domain.catalog import room_cards
+from infrastructure.demo import AMBASSADOR_LAYOUT
+from tests.test_http import free_port
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists():
+    if os.environ.get("CI"):
+        raise RuntimeError(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)", allow_module_level=True)
+
+Page = Any  # playwright's Page: its types are not worth a stub package here
+
+BOX_FULL_HAND: dict[str, Any] = {
+    "mode": "advanced",
+    "expansions": ["choam_richese"],
+    "seed": 3,
+    "bank": 500,
+    "turn": 2,
+    "phase": 6,
+    "seats": [
+        # At the hand limit (4): the provisional full-hand exchange applies.
+        {"faction": "richese", "spice": 10,
+         "hand": ["nullentropy-box", "crysknife", "chaumas", "stunner"]},
+        {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
+        {"faction": "atreides", "spice": 8, "hand": []},
+    ],
+    "discard": ["shield-1", "maula-pistol", "baliset", "snooper-3"],
+}
+
+
+class Server:
+    """`dune-ledger serve` on one port and one SQLite file; killed and started again at will."""
+
+    def __init__(self, db: Path) -> None:
+        self.url = f"sqlite:///{db}"
+        self.log = db.with_suffix(".log")  # the server's output, access log included
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
+        with self.log.open("ab") as out:  # the child keeps its own copy of the file
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "infrastructure.cli", "--db", self.url, "serve",
+                 "--host", "127.0.0.1", "--port", str(self.port)],
+                env=env, stdout=out, stderr=subprocess.STDOUT)
+        for _ in range(400):
+            try:
+                if httpx.get(f"{self.base}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError("the server did not start")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)  # no shutdown: as a crash would
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+    def create(self, layout: dict[str, Any]) -> dict[str, Any]:
+        r = httpx.post(f"{self.base}/rooms", json=layout)
+        assert r.status_code == 201, r.text
+        created: dict[str, Any] = r.json()
+        return created
+
+    def get(self, path: str, token: str) -> Any:
+        r = httpx.get(f"{self.base}{path}", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    s = Server(tmp_path / "rooms.db")
+    s.start()
+    try:
+        yield s
+    finally:
+        if s.proc is not None:
+            s.proc.terminate()
+            s.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Seat:
+    """One player's page, in a browser context of its own."""
+
+    def __init__(self, browser: Any, server: Server, room: str, faction: str, token: str,
+                 *, width: int = 1280, height: int = 900, paste: bool = False) -> None:
+        self.server, self.room, self.faction, self.token = server, room, faction, token
+        self.context = browser.new_context(viewport={"width": width, "height": height})
+        self.page: Page = self.context.new_page()
+        self.page.set_default_timeout(15_000)
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        url = f"{server.base}/play/{room}"
+        if paste:
+            self.page.goto(url)
+            self.page.get_by_label("Seat token").fill(token)
+            self.page.get_by_role("button", name="Open my seat").click()
+        else:
+            self.page.goto(f"{url}#token={token}")
+        self.settled()
+
+    def view(self) -> dict[str, Any]:
+        view: dict[str, Any] = self.server.get(f"/rooms/{self.room}/view", self.token)
+        return view
+
+    def settled(self) -> None:
+        """Wait until the page shows the version the server holds now."""
+        version = self.view()["version"]
+        self.page.wait_for_function(
+            "v => (document.getElementById('where').textContent || '')"
+            ".endsWith('version ' + v)", arg=version)
+        self.page.wait_for_function(
+            "n => document.querySelectorAll('#log-body li').length >= n",
+            arg=len(self.server.get(f"/rooms/{self.room}/log", self.token)))
+
+    def button(self, name: str) -> Any:
+        return self.page.get_by_role("button", name=name, exact=True)
+
+    def shot(self, journey: str, step: str) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / f"{journey}-{step}-{self.faction}.png"),
+                             full_page=True)
+
+    def hidden(self, expansions: tuple[str, ...]) -> set[str]:
+        """Every card of the room that this seat's own view and log never name."""
+        known = orjson_text(self.view()) + orjson_text(
+            self.server.get(f"/rooms/{self.room}/log", self.token))
+        return {c.id for c in room_cards(expansions) if not mentions(known, c.id)}
+
+    def assert_holds_nothing_hidden(self, expansions: tuple[str, ...]) -> set[str]:
+        hidden = self.hidden(expansions)
+        dom = self.page.content()
+        leaked = sorted(cid for cid in hidden if mentions(dom, cid))
+        assert not leaked, f"{self.faction}'s page holds hidden cards: {leaked}"
+        assert not self.errors, self.errors
+        return hidden
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def orjson_text(data: Any) -> str:
+    import orjson
+
+    return orjson.dumps(data).decode()
+
+
+def mentions(text: str, card_id: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(card_id)}(?![\w-])", text) is not None
+
+
+def columns(page: Page, selector: str) -> int:
+    lefts = page.eval_on_selector_all(
+        selector, "els => els.map(e => Math.round(e.getBoundingClientRect().left))")
+    return len(set(lefts))
+
+
+def test_paid_search_owner_and_opponent(browser: Any, server: Server) -> None:
+    created = server.create(BOX_FULL_HAND)
+    room, tokens = created["room"], created["seats"]
+    expansions = ("choam_richese",)
+
+    # A wrong token is refused with its message, and the form stays for another try.
+    probe = browser.new_context()
+    page = probe.new_page()
+    page.goto(f"{server.base}/play/{room}")
+    page.get_by_label("Seat token").fill("not-a-token")
+    page.get_by_role("button", name="Open my seat").click()
+    page.wait_for_selector("#error:not([hidden])")
+    assert "not a seat token" in page.inner_text("#error")
+    assert "Traceback" not in page.content()
+    assert page.is_visible("#token-form")
+    probe.close()
+
+    owner = Seat(browser, server, room, "richese", tokens["richese"], paste=True)
+    opponent = Seat(browser, server, room, "emperor", tokens["emperor"])
+    try:
+        # The token left the address bar; both pages follow the stream.
+        assert "#token" not in opponent.page.url
+        for seat in (owner, opponent):
+            seat.page.wait_for_function(
+                "() => document.getElementById('status').textContent === 'Live'")
+        # Before payment: the Box's button is live and the full-hand notice is shown.
+        begin = owner.button("Pay 2 spice and search the discard")
+        assert begin.is_enabled()
+        assert owner.page.is_visible("#full-hand-notice")
+        assert "Provisional" in owner.page.inner_text("#full-hand-notice")
+        assert owner.page.inner_text("#my-spice") == "10"
+        assert not opponent.page.is_visible("#box")  # no Box, no Box control
+        opponent.assert_holds_nothing_hidden(expansions)
+        owner.shot("search", "1-before")
+        opponent.shot("search", "1-before")
+
+        # From the keyboard: focus the button and press Enter.
+        begin.focus()
+        owner.page.keyboard.press("Enter")
+        owner.page.wait_for_selector("#candidates li")
+        owner.settled()
+        opponent.settled()
+        candidates = owner.page.eval_on_selector_all(
+            "#candidates li", "els => els.map(e => e.dataset.card)")
+        assert sorted(candidates) == ["baliset", "maula-pistol", "shield-1", "snooper-3"]
+        assert owner.page.is_visible("#full-hand-notice")  # during the search too
+        assert owner.page.inner_text("#my-spice") == "8"
+        assert "richese paid for a Box search" in opponent.page.inner_text("#box")
+        hidden = opponent.assert_holds_nothing_hidden(expansions)
+        # The check means something: the pile below its top is hidden from the Emperor.
+        assert {"shield-1", "maula-pistol", "baliset"} <= hidden
+        owner.shot("search", "2-open")
+        opponent.shot("search", "2-open")
+
+        # The candidates lay out by their container: 1 column at 280 px, more at 900 px.
+        assert columns(owner.page, "#candidates li") == 1  # the desktop sidebar
+        for width, expected in ((280, 1), (900, None)):
+            owner.page.eval_on_selector("#candidates", f"el => el.style.width = '{width}px'")
+            n = columns(owner.page, "#candidates li")
+            assert n == expected if expected else n > 1, (width, n)
+            owner.shot("search", f"3-candidates-{width}px")
+        owner.page.eval_on_selector("#candidates", "el => el.style.width = ''")
+
+        owner.button("Take Maula Pistol").click()
+        owner.page.wait_for_selector("#candidates", state="detached")
+        owner.settled()
+        opponent.settled()
+        hand = owner.page.eval_on_selector_all("#my-hand li", "els => els.map(e => e.dataset.card)")
+        assert "maula-pistol" in hand and "nullentropy-box" not in hand
+        assert opponent.page.inner_text("#discard-top").startswith("Nullentropy Box")
+        assert not opponent.page.is_visible("#search-open")
+        assert "maula-pistol" in opponent.assert_holds_nothing_hidden(expansions)
+        assert "Maula Pistol" not in opponent.page.content()
+        owner.shot("search", "4-selected")
+        opponent.shot("search", "4-selected")
+
+        # The stream's ?token= never reaches the access log.
+        logged = server.log.read_text()
+        assert "/stream?token=[redacted]" in logged
+        assert not [seat for seat, token in tokens.items() if token in logged]
+    finally:
+        owner.close()
+        opponent.close()
+
+
+def test_phone_width_keeps_one_column_and_the_notice(browser: Any, server: Server) -> None:
+    created = server.create(BOX_FULL_HAND)
+    owner = Seat(browser, server, created["room"], "richese", created["seats"]["richese"],
+                 width=390, height=844)
+    try:
+        owner.button("Pay 2 spice and search the discard").click()
+        owner.page.wait_for_selector("#candidates li")
+        assert columns(owner.page, "#candidates li") == 1
+        assert owner.page.is_visible("#full-hand-notice")
+        # Nothing is wider than the phone's screen.
+        assert owner.page.evaluate("() => document.documentElement.scrollWidth") <= 390
+        owner.shot("phone", "search-open")
+    finally:
+        owner.close()
+
+
+def test_restart_mid_search_reconnects_with_the_search_open(browser: Any,
+                                                            server: Server) -> None:
+    created = server.create(BOX_FULL_HAND)
+    room, tokens = created["room"], created["seats"]
+    owner = Seat(browser, server, room, "richese", tokens["richese"])
+    try:
+        owner.button("Pay 2 spice and search the discard").click()
+        owner.page.wait_for_selector("#candidates li")
+        owner.settled()
+        version = owner.view()["version"]
+        owner.page.evaluate("() => { window.sameDocument = true; }")
+
+        server.kill()
+        owner.page.wait_for_function(
+            "() => document.getElementById('status').textContent.startsWith('Reconnecting')")
+        assert owner.page.is_visible("#candidates")  # the last view stays on screen
+        owner.shot("restart", "1-server-down")
+        # A click while the server is down says so, and changes nothing.
+        owner.button("Take Baliset").click()
+        owner.page.wait_for_selector("#error:not([hidden])")
+        assert owner.page.inner_text("#error") == "The server does not answer."
+        assert owner.button("Take Baliset").is_enabled()
+        server.start()
+        owner.page.wait_for_function(
+            "() => document.getElementById('status').textContent.startsWith('Live')")
+        owner.settled()
+        assert owner.page.inner_text("#status") == "Live"  # on the stream again, not polling
+        assert owner.page.evaluate("() => window.sameDocument === true")  # no reload
+        assert owner.view()["version"] == version
+        assert owner.page.eval_on_selector_all("#candidates li", "els => els.length") == 4
+        assert owner.page.inner_text("#my-spice") == "8"  # no second fee
+        owner.shot("restart", "2-reconnected")
+
+        owner.button("Take Baliset").click()
+        owner.page.wait_for_selector("#candidates", state="detached")
+        owner.settled()
+        assert "baliset" in owner.page.eval_on_selector_all(
+            "#my-hand li", "els => els.map(e => e.dataset.card)")
+        owner.shot("restart", "3-selected")
+    finally:
+        owner.close()
+
+
+def answer_window(seats: dict[str, Seat], server: Server, journey: str, step: str,
+                  expansions: tuple[str, ...]) -> dict[str, Any]:
+    """Every seat the open window waits for passes from its own page."""
+    any_seat = next(iter(seats.values()))
+    window: dict[str, Any] = any_seat.view()["response"]
+    assert window is not None
+    assert window["waiting"], window
+    for seat in seats.values():
+        seat.settled()
+        assert seat.page.is_visible("#response")
+        # The countdown is drawn exactly when the window has a public deadline.
+        assert seat.page.is_visible("#deadline") == (window.get("deadline") is not None)
+        seat.assert_holds_nothing_hidden(expansions)
+    for faction in window["waiting"]:
+        seats[faction].shot(journey, step)
+    for faction in window["waiting"]:
+        seat = seats[faction]
+        seat.settled()
+        before = seat.view()["version"]
+        seat.button("Pass").click()
+        seat.page.wait_for_function(
+            "v => Number((document.getElementById('where').textContent.match(/version (\\d+)$/)"
+            " || [0, 0])[1]) > v", arg=before)
+    return window
+
+
+def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
+                                                           server: Server) -> None:
+    created = server.create(AMBASSADOR_LAYOUT)
+    room, tokens = created["room"], created["seats"]
+    expansions = tuple(AMBASSADOR_LAYOUT["expansions"])
+    # Atreides plays from a phone, the others from desktops.
+    seats = {f: Seat(browser, server, room, f, t, width=390 if f == "atreides" else 1100,
+                     height=844 if f == "atreides" else 900) for f, t in tokens.items()}
+    try:
+        # Atreides ships into Arrakeen, typing the territory into its page.
+        atreides = seats["atreides"].page
+        form = atreides.locator("form.free", has_text="Enter a territory")
+        form.get_by_label("territory").fill("arrakeen")
+        form.get_by_label("via").select_option(label="shipment")
+        form.get_by_role("button", name="Send").click()
+        ecaz = seats["ecaz"]
+        ecaz.page.wait_for_selector("#decision:not([hidden])")
+        ecaz.settled()
+        assert ecaz.page.inner_text("#ambassador-stage-name") == "offer"
+        ecaz.shot("ambassador", "1-offer")
+        for seat in seats.values():
+            seat.settled()
+            seat.assert_holds_nothing_hidden(expansions)
+
+        ecaz.button("Trigger it for harkonnen").click()
+        ecaz.page.wait_for_function(
+            "() => document.getElementById('ambassador-stage-name').textContent === 'income'")
+        income = answer_window(seats, server, "ambassador", "2-income", expansions)
+        assert income["kind"] == "ambassador_income"
+
+        ecaz.page.wait_for_function(
+            "() => document.getElementById('ambassador-stage-name').textContent === 'bonus'")
+        bonus = answer_window(seats, server, "ambassador", "3-bonus", expansions)
+        assert bonus["event"] != income["event"]
+
+        for seat in seats.values():
+            seat.settled()
+            assert seat.view()["response"] is None
+            assert not seat.page.is_visible("#response")
+            seat.assert_holds_nothing_hidden(expansions)
+            seat.shot("ambassador", "4-done")
+        harkonnen = seats["harkonnen"].view()
+        assert len(harkonnen["me"]["hand"]) == 8  # six, the bought card and the bonus
+        assert "spice for" in seats["harkonnen"].page.inner_text("#me")
+    finally:
+        for seat in seats.values():
+            seat.close()
+
+
+TRUTH_AND_GIFT: dict[str, Any] = {
+    "mode": "advanced",
+    "expansions": ["choam_richese"],
+    "seed": 5,
+    "bank": 500,
+    "turn": 2,
+    "phase": 6,
+    "seats": [
+        {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"],
+         "ally": "emperor"},
+        {"faction": "emperor", "spice": 10, "hand": ["karama-1", "truthtrance-1"]},
+        {"faction": "harkonnen", "spice": 6, "hand": ["shield-2", "chaumas"]},
+    ],
+    "discard": ["shield-1", "maula-pistol", "baliset"],
+}
+
+
+def test_truthtrance_answer_with_a_promise_and_the_gift_answer(browser: Any,
+                                                               server: Server) -> None:
+    created = server.create(TRUTH_AND_GIFT)
+    room, tokens = created["room"], created["seats"]
+    expansions = ("choam_richese",)
+    seats = {f: Seat(browser, server, room, f, t) for f, t in tokens.items()}
+    richese, emperor, harkonnen = seats["richese"], seats["emperor"], seats["harkonnen"]
+    try:
+        # The Emperor asks in its own words; markup in them stays text.
+        question = "Will you <b>search</b> the discard this turn?"
+        form = emperor.page.locator("form.free", has_text="Ask richese a Truthtrance question")
+        # A rejected command shows the server's message and code, never a stack.
+        before = emperor.view()["version"]
+        form.get_by_label("question").fill("   ")
+        form.get_by_role("button", name="Send").click()
+        emperor.page.wait_for_selector("#error:not([hidden])")
+        error = emperor.page.inner_text("#error")
+        assert "(invalid_command)" in error and "Traceback" not in emperor.page.content()
+        assert emperor.view()["version"] == before
+        form.get_by_label("question").fill(question)
+        form.get_by_role("button", name="Send").click()
+        richese.page.wait_for_selector("#truthtrance:not([hidden])")
+        for seat in seats.values():
+            seat.settled()
+            assert seat.page.inner_text("#truthtrance blockquote") == question
+            assert seat.page.locator("#truthtrance blockquote b").count() == 0
+            seat.assert_holds_nothing_hidden(expansions)
+        # While the question waits, the Box is blocked and its button says why.
+        assert "truthtrance_pending" in richese.page.inner_text("#box")
+        richese.shot("truthtrance", "1-asked")
+
+        richese.button("Answer yes and promise the fee of Nullentropy Box").click()
+        richese.page.wait_for_selector("#truthtrance", state="hidden")
+        richese.settled()
+        assert richese.page.inner_text("#my-reserved") == str(richese.view()["me"]["reserved"])
+        assert richese.view()["me"]["reserved"] == 2
+        richese.shot("truthtrance", "2-answered")
+
+        richese.button("Offer Crysknife to emperor").click()
+        emperor.page.wait_for_selector("#gift:not([hidden])")
+        for seat in seats.values():
+            seat.settled()
+            seat.assert_holds_nothing_hidden(expansions)
+        assert "crysknife" in harkonnen.hidden(expansions)  # the gift's card is theirs alone
+        emperor.shot("gift", "1-offered")
+        emperor.button("Accept Crysknife").click()
+        emperor.page.wait_for_selector("#gift", state="hidden")
+        emperor.settled()
+        assert "crysknife" in emperor.page.eval_on_selector_all(
+            "#my-hand li", "els => els.map(e => e.dataset.card)")
+        for seat in seats.values():
+            seat.settled()
+            seat.assert_holds_nothing_hidden(expansions)
+        emperor.shot("gift", "2-accepted")
+    finally:
+        for seat in seats.values():
+            seat.close()
+
+
+def test_autopilot_on_with_a_profile_and_off(browser: Any, server: Server) -> None:
+    created = server.create(TRUTH_AND_GIFT)
+    room, tokens = created["room"], created["seats"]
+    harkonnen = Seat(browser, server, room, "harkonnen", tokens["harkonnen"])
+    emperor = Seat(browser, server, room, "emperor", tokens["emperor"])
+    try:
+        assert harkonnen.page.inner_text("#autopilot-now").startswith("Off")
+        harkonnen.page.get_by_label("Profile").select_option(label="hard")
+        harkonnen.button("Turn autopilot on").click()
+        harkonnen.page.wait_for_function(
+            "() => document.getElementById('autopilot-now').textContent.includes('hard')")
+        emperor.page.wait_for_function(
+            "() => document.querySelector('tr[data-seat=harkonnen] td:last-child')"
+            ".textContent === 'hard'")
+        assert harkonnen.view()["me"]["autopilot"] == "hard"
+        harkonnen.shot("autopilot", "1-on")
+        harkonnen.button("Turn autopilot off").click()
+        harkonnen.page.wait_for_function(
+            "() => document.getElementById('autopilot-now').textContent.startsWith('Off')")
+        assert harkonnen.view()["me"]["autopilot"] is None
+    finally:
+        harkonnen.close()
+        emperor.close()
