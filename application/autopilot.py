@@ -8,8 +8,8 @@ autopilot seat, in seating order, that has something to do sends one command
 through `RoomsApp.execute`, the same path as a person:
 
 - its own open Box search: the one bound selection;
-- an open Semuta window it may react in: take or pass;
-- a response window that lists it as still able to respond: pass.
+- an open Semuta window that asks it: take (when its own hand holds Semuta) or pass;
+- a response window that lists it as waiting: pass.
 
 The choice is made by `choose(profile, view, rng)` from that seat's own view
 (`domain.views.seat_view`) and nothing else: the chooser never sees the
@@ -132,13 +132,14 @@ def choose(profile: str, view: View, rng: random.Random) -> Command | None:
         return None  # the room is locked, or waits for an answer
     semuta = view.get("semuta") or {}
     if semuta.get("eligible"):
-        takeable = [c["id"] for c in semuta["cards"]]
+        # Asked like every seat with a card; only a seat holding Semuta may take.
+        takeable = [c["id"] for c in semuta["cards"]] if semuta.get("can_take") else []
         chosen = semuta_choice(profile, takeable, hand, rng)
         if chosen is None:
             return {"type": "semuta", "event": semuta["event"], "action": "pass"}
         return {"type": "semuta", "event": semuta["event"], "action": "take", "card": chosen}
     response = view.get("response") or {}
-    if me in response.get("waiting", []):
+    if response.get("kind") not in ("semuta", "gift") and me in response.get("waiting", []):
         return {"type": "respond", "event": response["event"], "action": "pass"}
     return None
 
@@ -204,7 +205,8 @@ def plan_room(app: RoomsApp, room_id: str, *, pace: float, now: datetime,
 
 
 def candidate_rooms(app: RoomsApp) -> list[str]:
-    """The rooms where an autopilot seat is asked for something (a search, a window).
+    """The rooms where an autopilot seat is asked for something (a search, a window),
+    or a window with a deadline is open (the worker closes it when it passes).
 
     From the read models' autopilot index (caught up first, so an event of a moment
     ago counts), which costs one query however many rooms there are; without read

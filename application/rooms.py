@@ -46,7 +46,8 @@ from domain.commands import Command, parse_command
 from domain.errors import Rejection
 from domain.layout import build_room, parse_layout
 from domain.randomness import Randomness
-from domain.rules import Tx, apply, decide, initial_state
+from domain.responses import WindowDeadline, expired
+from domain.rules import SYSTEM, Tx, apply, decide, initial_state
 from domain.state import RoomState
 
 # (room seed or None, room version) -> the randomness for one decision
@@ -105,6 +106,8 @@ class RoomsApp(Application[UUID]):
             self.snapshotting_intervals = {Room: int(interval)}  # type: ignore[misc]
         self.randomness = randomness
         self.kept = KeptRooms(room_cache_size(self.env.get(ROOM_CACHE_ENV)))
+        # The clock port handed to the rules: a window's deadline is stamped from it.
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
         """The library's save of rooms, without its runtime Protocol checks.
@@ -231,6 +234,24 @@ class RoomsApp(Application[UUID]):
             command = parse_command(raw)
         except Rejection as r:
             return self._refused(room_id, r)
+        return self._run(room_id, seat, command, self.clock())
+
+    def close_expired(self, room_id: str, moment: datetime | None = None) -> Result | None:
+        """Close the room's open window if its deadline has passed by `moment` (RULES
+        4.4): the worker's append, on the same path as a command. None: nothing was due."""
+        moment = moment or self.clock()
+        try:
+            room = self.current(room_id)
+        except Rejection:
+            return None
+        self.kept.keep(room)
+        window = expired(room.state, moment)
+        if window is None:
+            return None
+        command = WindowDeadline(event=window.event, command_id=f"deadline:{window.event}")
+        return self._run(room_id, SYSTEM, command, moment)
+
+    def _run(self, room_id: str, seat: str, command: Command, moment: datetime) -> Result:
         decided_on = 0
         lost_a_race = False
         for attempt in range(RETRIES):
@@ -242,14 +263,14 @@ class RoomsApp(Application[UUID]):
                 return {"ok": False, "version": 0, "error": r.as_error()}
             room.written_elsewhere |= lost_a_race
             try:
-                outcome = self._decide(room, seat, command)
+                outcome = self._decide(room, seat, command, moment)
                 if not isinstance(outcome, Tx) and not as_stored:
                     # A stale room may answer what the stored room would not: the answer
                     # counts only once the room is known to be as stored.
                     kept_at = room.version
                     room = self._up_to_date(room)
                     if room.version != kept_at:
-                        outcome = self._decide(room, seat, command)
+                        outcome = self._decide(room, seat, command, moment)
                 if not isinstance(outcome, Tx):
                     self.kept.keep(room)
                     return outcome
@@ -279,7 +300,8 @@ class RoomsApp(Application[UUID]):
         return {"ok": False, "version": decided_on,
                 "error": {"code": "busy", "message": "the room kept changing; try again"}}
 
-    def _decide(self, room: Room, seat: str, command: Command) -> Tx | Result:
+    def _decide(self, room: Room, seat: str, command: Command, moment: datetime
+                ) -> Tx | Result:
         """The events `command` appends to `room` (a Tx), or the answer that appends nothing.
 
         Decided in place: the command holds the room alone (`KeptRooms.take`) and
@@ -301,7 +323,7 @@ class RoomsApp(Application[UUID]):
             }
         try:
             randomness = self.randomness(room.state.seed, room.version)
-            return decide(room.state, seat, command, randomness, in_place=True)
+            return decide(room.state, seat, command, randomness, in_place=True, now=moment)
         except Rejection as r:
             return {"ok": False, "version": room.version, "error": r.as_error()}
 
@@ -597,14 +619,29 @@ class RoomsApp(Application[UUID]):
         return models.wait(room, version, timeout)
 
     def view_at(self, room_id: str, version: int, seat: str) -> dict[str, Any]:
-        """A seat's view as it was at `version` (RULES 3.4: closed searches stay hidden)."""
+        """A seat's view as it was at the end of the append that holds `version` (RULES 7:
+        a version inside one append shows the state after that append; RULES 3.4:
+        closed searches stay hidden)."""
         current = self.load(room_id)
         if version < 1 or version > current.version:
             raise Rejection("unknown_version", f"the room has versions 1 to {current.version}")
         if not current.state.has_seat(seat):
             raise Rejection("unknown_seat", f"{seat} has no seat in this room")
-        past = self.load(room_id, version=version)
+        end = self._append_end(current, version)
+        past = current if end == current.version else self.load(room_id, version=end)
         return views.seat_view_at(past.state, current.state, seat)
+
+    def _append_end(self, room: Room, version: int) -> int:
+        """The last version of the append that holds `version`: the version before the
+        first later event that starts an append of its own."""
+        after = version
+        while after < room.version:
+            upto = min(room.version, after + 64)  # an append is a few events long
+            for rec in self.records(room.id, gt=after, lte=upto):
+                if rec.append == rec.originator_version:
+                    return rec.originator_version - 1
+            after = upto
+        return room.version
 
     def authenticate(self, room_id: str, token: str) -> str | None:
         """The seat a token belongs to, or None."""

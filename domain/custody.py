@@ -59,8 +59,18 @@ def check_own_card(state: RoomState, actor: str, card_id: str) -> None:
     kind = state.committed(card_id)
     if kind is not None:
         raise Rejection("card_committed", f"'{card_id}' is committed ({kind})")
-    if state.gift is not None and state.gift.get("card") == card_id:
+    if offered_card(state) == card_id:
         raise Rejection("card_committed", f"'{card_id}' is offered as a gift")
+
+
+def offered_card(state: RoomState) -> str | None:
+    """The card under an open gift offer: the room's `response` (kind gift), the
+    response a search suspended, or an offer recorded before gifts were responses."""
+    for w in (state.control.response,
+              state.search.parent.response if state.search is not None else None):
+        if w is not None and w.kind == "gift":
+            return str(w.data["card"])
+    return None if state.gift is None else state.gift.get("card")
 
 
 @handles(c.Draw)

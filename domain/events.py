@@ -244,13 +244,30 @@ class SearchOpened(Event):
 
 
 class CardRetrieved(Event):
+    """v2: `claimed`, private like the card: the retrieved card was an unclaimed
+    shipping cost, whose refund is now spent for ever (RULES 3.5). In v1 a
+    `ShippingCostClaimed` event of its own followed, so the version numbers told
+    everyone which card was taken."""
+
+    schema_version = 2
     search: str
     seat: str
     card: str  # private to the owner
+    claimed: bool  # private to the owner
+
+    @classmethod
+    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
+        if from_version == 1:
+            return {**data, "claimed": False}  # its ShippingCostClaimed follows
+        return super().upcast(data, from_version)
 
     def apply(self, state: RoomState) -> None:
         state.discard.remove(self.card)
         state.seat(self.seat).hand.append(self.card)
+        if self.claimed:
+            for rec in state.shipping_costs:
+                if rec.card == self.card:
+                    rec.claimed = True
 
     def public(self) -> dict[str, Any]:
         return {"search": self.search, "seat": self.seat}
@@ -290,14 +307,26 @@ class BoxDiscarded(Event):
 
 
 class SearchClosed(Event):
-    """The search ended: the control it suspended is restored exactly."""
+    """The search ended: the control it suspended is restored exactly. v2: a
+    suspended window's new deadline, its remaining time from now (v1: none)."""
 
+    schema_version = 2
     search: str
+    deadline: str | None
+
+    @classmethod
+    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
+        if from_version == 1:
+            return {**data, "deadline": None}
+        return super().upcast(data, from_version)
 
     def apply(self, state: RoomState) -> None:
         assert state.search is not None and state.search.event == self.search
         state.control = state.search.parent
         state.search = None
+        window = state.control.response
+        if window is not None and window.remaining is not None:
+            window.deadline, window.remaining = self.deadline, None
 
     def public(self) -> dict[str, Any]:
         return {"search": self.search}

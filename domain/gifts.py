@@ -1,12 +1,14 @@
 """Richese gifts: a card offered to the ally, who accepts or declines (RULES 5).
 
-The offer lives in `state.gift` and commits the card while it is open
-(`custody.check_own_card` refuses a card under offer, so a Box under offer
-cannot be activated, discarded or given). The offer is not part of
-`state.control`: a Box search of another card leaves it exactly as it was,
-and the search lock refuses the answer until the search closes. The card's
-identity is shown only to the giver and the ally; everyone sees that an
-offer is open.
+The open offer is the room's `response` (kind "gift", its `event`, the ally
+waiting), so a Box search saves and restores it as parent control like any
+other response. It has no deadline: it waits for the ally's answer. It
+commits the card while it is open (`custody.check_own_card` refuses a card
+under offer). The card's identity is shown only to the giver and the ally;
+everyone sees that an offer is open.
+
+An offer recorded before gifts were responses (GiftOffered v1) replays as it
+was recorded: in `state.gift`, beside the response slot.
 """
 
 from __future__ import annotations
@@ -18,26 +20,77 @@ from domain.catalog import CARDS
 from domain.custody import check_own_card
 from domain.errors import Rejection
 from domain.events import Event
+from domain.responses import WindowKind, register
 from domain.rules import Tx, handles
-from domain.state import RoomState
+from domain.state import ResponseWindow, RoomState
 
 GIVER = "richese"
+KIND = "gift"
+
+
+def offer_of(state: RoomState) -> ResponseWindow | None:
+    """The open offer as a response window: the room's response, or a v1 offer."""
+    w = state.control.response
+    if w is not None and w.kind == KIND:
+        return w
+    g = state.gift
+    if g is None:
+        return None
+    return ResponseWindow(kind=KIND, event=g["event"], turn=g["turn"], phase=g["phase"],
+                          data={"giver": g["giver"], "to": g["to"], "card": g["card"],
+                                "public": {"giver": g["giver"], "to": g["to"]}})
+
+
+def _ally(state: RoomState, window: ResponseWindow) -> list[str]:
+    return [window.data["to"]]
+
+
+def _never_resolved(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> None:
+    raise AssertionError("a gift offer is answered with answer_gift")
+
+
+register(WindowKind(KIND, _never_resolved, asked=_ally, command="answer_gift", expire=None))
+
+
+def _clear(state: RoomState, event: str) -> None:
+    w = state.control.response
+    if w is not None and w.kind == KIND and w.event == event:
+        state.control.response = None
+    else:
+        state.gift = None
 
 
 class GiftOffered(Event):
+    """v2: the offer is the room's response (v1: `state.gift`, kept for old streams)."""
+
+    schema_version = 2
     event: str  # this event's own id: the answer quotes it
     giver: str
     to: str
     card: str  # private to the giver and the ally
     turn: int
     phase: int
+    legacy: bool = False  # recorded as v1
+
+    @classmethod
+    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
+        if from_version == 1:
+            return {**data, "legacy": True}
+        return super().upcast(data, from_version)
 
     def apply(self, state: RoomState) -> None:
-        state.gift = {
-            "event": self.event, "giver": self.giver, "to": self.to, "card": self.card,
-            "turn": self.turn, "phase": self.phase,
-            "public": {"event": self.event, "giver": self.giver, "to": self.to},
-        }
+        if self.legacy:
+            state.gift = {
+                "event": self.event, "giver": self.giver, "to": self.to, "card": self.card,
+                "turn": self.turn, "phase": self.phase,
+                "public": {"event": self.event, "giver": self.giver, "to": self.to},
+            }
+            return
+        state.control.response = ResponseWindow(
+            kind=KIND, event=self.event, turn=self.turn, phase=self.phase,
+            data={"giver": self.giver, "to": self.to, "card": self.card,
+                  "public": {"giver": self.giver, "to": self.to}},
+        )
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "giver": self.giver, "to": self.to}
@@ -55,7 +108,7 @@ class GiftAccepted(Event):
     def apply(self, state: RoomState) -> None:
         state.seat(self.giver).hand.remove(self.card)
         state.seat(self.to).hand.append(self.card)
-        state.gift = None
+        _clear(state, self.event)
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "giver": self.giver, "to": self.to}
@@ -70,7 +123,7 @@ class GiftDeclined(Event):
     to: str
 
     def apply(self, state: RoomState) -> None:
-        state.gift = None
+        _clear(state, self.event)
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "giver": self.giver, "to": self.to}
@@ -84,8 +137,10 @@ def offer_gift(tx: Tx, actor: str, cmd: c.OfferGift) -> None:
     state = tx.state
     if actor != GIVER:
         raise Rejection("not_eligible", "only Richese offers cards to its ally")
-    if state.gift is not None:
+    if offer_of(state) is not None:
         raise Rejection("gift_pending", "an offer is already open")
+    if state.control.response is not None:
+        raise Rejection("response_pending", "a response window is open: it closes first")
     if not state.has_seat(cmd.to) or state.seat(actor).ally != cmd.to:
         raise Rejection("not_ally", f"{cmd.to} is not your ally")
     check_own_card(state, actor, cmd.card)
@@ -96,15 +151,16 @@ def offer_gift(tx: Tx, actor: str, cmd: c.OfferGift) -> None:
 @handles(c.AnswerGift)
 def answer_gift(tx: Tx, actor: str, cmd: c.AnswerGift) -> None:
     state = tx.state
-    gift = state.gift
-    if gift is None or gift["event"] != cmd.event:
+    w = offer_of(state)
+    if w is None or w.event != cmd.event:
         raise Rejection("stale_event", "that offer is not open")
+    gift = w.data
     if gift["to"] != actor:
         raise Rejection("not_your_decision", "only the ally offered the card answers")
-    if (gift["turn"], gift["phase"]) != (state.turn, state.phase):
+    if (w.turn, w.phase) != (state.turn, state.phase):
         raise Rejection("stale_event", "that offer belongs to another turn or phase")
     if not cmd.accept:
-        tx.emit(GiftDeclined(event=gift["event"], giver=gift["giver"], to=actor))
+        tx.emit(GiftDeclined(event=w.event, giver=gift["giver"], to=actor))
         return
     if gift["card"] not in state.seat(gift["giver"]).hand:
         # The offer commits the card, so this only guards a malformed state.
@@ -112,15 +168,12 @@ def answer_gift(tx: Tx, actor: str, cmd: c.AnswerGift) -> None:
     seat = state.seat(actor)
     if len(seat.hand) >= seat.limit:
         raise Rejection("hand_over_limit", f"your hand is at its limit of {seat.limit}")
-    tx.emit(GiftAccepted(event=gift["event"], giver=gift["giver"], to=actor, card=gift["card"]))
+    tx.emit(GiftAccepted(event=w.event, giver=gift["giver"], to=actor, card=gift["card"]))
 
 
-def gift_view(state: RoomState, faction: str | None) -> dict[str, Any] | None:
-    """The open offer: public shape, plus the card for the giver and the ally."""
-    gift = state.gift
-    if gift is None:
+def offered_to(state: RoomState, faction: str | None) -> dict[str, Any] | None:
+    """The offered card, for the giver and the ally only."""
+    w = offer_of(state)
+    if w is None or faction not in (w.data["giver"], w.data["to"]):
         return None
-    part = dict(gift.get("public", {}))
-    if faction is not None and faction in (gift.get("giver"), gift.get("to")):
-        part["card"] = CARDS[gift["card"]].public()
-    return part
+    return CARDS[w.data["card"]].public()

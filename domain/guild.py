@@ -4,8 +4,8 @@ A Karama spent to pay for a shipment lies in the discard pile as that
 shipment's cost, with a record (card, creator, beneficiary, price, claimed).
 The stop refunds that exact card to its creator's hand only while the record
 is unclaimed and the card is still in the pile. A Box retrieving the card
-marks the record claimed in the same append (`claim_retrieved_cost`, called
-from `nullentropy.settle_search`); price, creator and beneficiary never
+marks the record claimed through a private field of its CardRetrieved
+(`claims`, asked by `nullentropy.settle_search`); price, creator and beneficiary never
 change, and a later rediscard does not make it refundable again. A Box
 retrieving any other card leaves the record as it was.
 
@@ -34,7 +34,8 @@ def record(state: RoomState, card_id: str) -> ShippingCost | None:
 
 
 class ShippingCostClaimed(Event):
-    """A Box retrieved the exact cost card: its refund is spent for ever."""
+    """A Box retrieved the exact cost card: its refund is spent for ever. Only in
+    streams recorded before CardRetrieved v2 carried the claim; never emitted now."""
 
     card: str
     search: str
@@ -105,6 +106,9 @@ def guild_stop(tx: Tx, actor: str, cmd: c.GuildStop) -> None:
         raise Rejection("unknown_card", f"no shipment was paid with '{cmd.card}'")
     if rec.stopped:
         raise Rejection("already_stopped", "that shipment was already stopped")
+    # Public by the rules themselves (RULES 7): a stop that refunds moves the card to
+    # its creator's hand for all to count, so whether the record was still unclaimed
+    # shows in the events' number and in `refunded`. The printed game wins here.
     refund = refundable(state, rec)
     if refund:
         creator = state.seat(rec.creator)
@@ -115,8 +119,8 @@ def guild_stop(tx: Tx, actor: str, cmd: c.GuildStop) -> None:
         tx.emit(ShippingCostRefunded(card=rec.card, creator=rec.creator))
 
 
-def claim_retrieved_cost(tx: Tx, search: str, card_id: str) -> None:
-    """Called by the Box settlement right after the retrieval, in the same append."""
-    rec = record(tx.state, card_id)
-    if rec is not None and not rec.claimed:
-        tx.emit(ShippingCostClaimed(card=card_id, search=search))
+def claims(state: RoomState, card_id: str) -> bool:
+    """Whether a Box retrieving this card claims an unclaimed shipping cost: the
+    private `claimed` field of its CardRetrieved (RULES 3.5, 7)."""
+    rec = record(state, card_id)
+    return rec is not None and not rec.claimed

@@ -110,6 +110,7 @@ class Layout(Strict):
     shipping_costs: Annotated[list[ShippingCostLayout], Field(max_length=len(CARDS))] = Field(
         default_factory=list)
     ambassadors: AmbassadorLayout | None = None
+    response_seconds: Annotated[int, Field(ge=0, le=1_000_000)] = 30
     # Extension: stage what the game is waiting for, to reproduce a position.
     control: Control | None = None
 
@@ -264,6 +265,7 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
         shipping_costs=[ShippingCost(**sc.model_dump()) for sc in layout.shipping_costs],
         ambassadors=_ambassadors(layout, randomness),
         control=layout.control or Control(),
+        response_seconds=layout.response_seconds,
     )
     # Fill in reciprocal alliances named on one side only.
     for seat in state.seats:

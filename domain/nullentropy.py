@@ -8,6 +8,8 @@ Box lives in this module.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from domain import commands as c
 from domain import guild, semuta
 from domain.catalog import CARDS, card, is_box
@@ -78,6 +80,11 @@ def begin_search(tx: Tx, actor: str, cmd: c.BeginSearch) -> None:
     check_begin(state, actor, cmd.card)
     promised = any(r.faction == actor and r.box == cmd.card for r in state.reservations)
     parent = state.control.model_dump(mode="json")
+    suspended = state.control.response
+    if suspended is not None and suspended.deadline is not None and tx.now is not None:
+        # RULES 4.4: the window keeps its remaining time; the close stamps a new deadline.
+        left = (datetime.fromisoformat(suspended.deadline) - tx.now).total_seconds()
+        parent["response"]["remaining"] = max(0.0, left)
     tx.emit(FeePaid(seat=actor, amount=FEE, card=cmd.card))
     if promised:
         tx.emit(PromiseFulfilled(seat=actor, box=cmd.card))
@@ -130,15 +137,18 @@ def check_custody(state: RoomState, search: Search) -> None:
 
 def settle_search(tx: Tx, actor: str, search_id: str, card_id: str) -> None:
     search = check_select(tx.state, actor, search_id, card_id)
-    tx.emit(CardRetrieved(search=search.event, seat=actor, card=card_id))
-    # RULES 3.5: retrieving the exact shipping-cost card claims its refund for
-    # ever, in this same append (a different card leaves every record alone).
-    guild.claim_retrieved_cost(tx, search.event, card_id)
+    # RULES 3.5: retrieving the exact shipping-cost card claims its refund for ever
+    # (a different card leaves every record alone); a private field, so that the
+    # events of every selection are the same in number and type (RULES 7).
+    tx.emit(CardRetrieved(search=search.event, seat=actor, card=card_id,
+                          claimed=guild.claims(tx.state, card_id)))
     remaining = list(tx.state.discard)
     tx.emit(PileShuffled(search=search.event, order=tx.shuffle(remaining)))
     discarded = tx.next_event_id()
     tx.emit(BoxDiscarded(search=search.event, seat=actor, card=search.box))
-    tx.emit(SearchClosed(search=search.event))
+    restored = search.parent.response
+    tx.emit(SearchClosed(search=search.event, deadline=None if restored is None
+                         or restored.remaining is None else tx.deadline(restored.remaining)))
     # RULES 3.6: the Box's final discard (never the retrieved card, never the
     # shuffle) gives other Semuta holders a window, after the parent is restored.
     semuta.after_discard(tx, actor, [search.box], discarded)

@@ -1,40 +1,48 @@
 """Response windows (RULES 4.4): the generic machinery, one kind at a time.
 
 A window lives in `state.control.response`, so a Box search suspends and
-restores it with its passes. Who may still respond is read from the current
-hands every time (a search may have handed someone a Karama), never frozen
-when the window opens. A window with nobody left to respond closes by
-itself; what closing means is up to its kind, registered with `register`.
+restores it with its passes and its remaining time. Who is waiting depends
+only on public facts (RULES 7): every seat other than the one whose
+advantage is at stake that has at least one card in hand, less those that
+passed, never whether a seat holds a Karama. A seat without one can only
+pass. A window closes when one cancels, when every waiting seat has passed
+(an empty list closes it by itself), or at its deadline: the opening event
+stores it (`response_seconds` after the caller's clock), and the worker
+appends the close through `window_deadline`, a command only the system
+sends, so replay never reads a clock.
 
 The Karama kinds are answered with `respond`; another kind (a Semuta
-reaction, say) registers its own eligibility and command name and reuses
-the passes, the waiting list and the automatic close.
+reaction, the gift offer) registers who it asks, its command name and what
+its deadline does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
 from domain import commands as c
 from domain.catalog import CARDS
-from domain.custody import check_own_card, discard_card
+from domain.custody import check_own_card, discard_card, offered_card
 from domain.errors import Rejection
 from domain.events import Event
-from domain.rules import Tx, continuation, handles
+from domain.randomness import Randomness
+from domain.rules import SYSTEM, SYSTEM_COMMANDS, Tx, continuation, decide, handles
 from domain.state import ResponseWindow, RoomState
 
 # cancelled_by: the seat that cancelled the advantage, or None when allowed
 Resolve = Callable[[Tx, ResponseWindow, str | None], None]
-MayRespond = Callable[[RoomState, ResponseWindow, str], bool]
+Asked = Callable[[RoomState, ResponseWindow], list[str]]
+Expire = Callable[[Tx, ResponseWindow], None]
 
 
 def karama_cards(state: RoomState, faction: str) -> list[str]:
     """The cards this seat may cancel with now: a printed Karama, or in advanced
     mode a worthless card held by the Bene Gesserit. Committed cards do not count."""
     seat = state.seat(faction)
-    gifted = state.gift.get("card") if state.gift else None
+    gifted = offered_card(state)
     out = []
     for cid in seat.hand:
         if state.committed(cid) is not None or cid == gifted:
@@ -47,19 +55,30 @@ def karama_cards(state: RoomState, faction: str) -> list[str]:
     return out
 
 
-def karama_responder(state: RoomState, window: ResponseWindow, faction: str) -> bool:
+def holding_cards(state: RoomState, excluded: list[str]) -> list[str]:
+    """RULES 4.4: every seat not excluded that has at least one card in hand (a
+    public count), in seating order; never chosen by which cards it holds."""
+    return [s.faction for s in state.seats if s.hand and s.faction not in excluded]
+
+
+def karama_asked(state: RoomState, window: ResponseWindow) -> list[str]:
     """The seat whose advantage is at stake never cancels it itself."""
-    if faction in window.data.get("excluded", []):
-        return False
-    return bool(karama_cards(state, faction))
+    return holding_cards(state, list(window.data.get("excluded", [])))
+
+
+def close_allowed(tx: Tx, window: ResponseWindow) -> None:
+    """Nobody cancelled in time: the advantage stands."""
+    tx.emit(ResponseWindowClosed(event=window.event, kind=window.kind))
+    KINDS[window.kind].resolve(tx, window, None)
 
 
 @dataclass(frozen=True, slots=True)
 class WindowKind:
     name: str
     resolve: Resolve
-    may_respond: MayRespond = karama_responder
+    asked: Asked = karama_asked
     command: str = "respond"  # the command type that answers this kind
+    expire: Expire | None = close_allowed  # what its deadline does (None: it has none)
 
 
 KINDS: dict[str, WindowKind] = {}
@@ -73,12 +92,11 @@ def register(kind: WindowKind) -> WindowKind:
 
 
 def waiting(state: RoomState, window: ResponseWindow) -> list[str]:
-    """The seats that may still respond, in seating order."""
+    """The seats still asked, in seating order: public facts only."""
     kind = KINDS.get(window.kind)
     if kind is None:
         return []
-    return [s.faction for s in state.seats
-            if s.faction not in window.passes and kind.may_respond(state, window, s.faction)]
+    return [f for f in kind.asked(state, window) if f not in window.passes]
 
 
 def open_window(tx: Tx, kind: str, data: dict[str, Any]) -> str:
@@ -90,7 +108,7 @@ def open_window(tx: Tx, kind: str, data: dict[str, Any]) -> str:
         raise ValueError("a response window is already open")
     event = tx.next_event_id()
     tx.emit(ResponseWindowOpened(event=event, kind=kind, turn=tx.state.turn,
-                                 phase=tx.state.phase, data=data))
+                                 phase=tx.state.phase, data=data, deadline=tx.deadline()))
     return event
 
 
@@ -124,6 +142,7 @@ def respond(tx: Tx, actor: str, cmd: c.Respond) -> None:
         raise Rejection("invalid_command", "name the card you cancel with")
     check_own_card(state, actor, cmd.card)
     if cmd.card not in karama_cards(state, actor):
+        # About the sender's own card only: a seat without a Karama can only pass.
         raise Rejection("not_eligible", f"'{cmd.card}' cannot cancel this advantage")
     # Discarded while this window still holds the slot: a Semuta reaction to the
     # Karama queues behind the flow instead of being overwritten by its next window.
@@ -134,36 +153,90 @@ def respond(tx: Tx, actor: str, cmd: c.Respond) -> None:
 
 @continuation
 def close_unanswered(tx: Tx) -> bool:
-    """Everyone still eligible has passed (or nobody ever was): the advantage stands."""
+    """Every seat asked has passed (or nobody was asked): the advantage stands."""
     w = tx.state.control.response
     if w is None:
         return False
     kind = KINDS.get(w.kind)
-    if kind is None or waiting(tx.state, w):
+    if kind is None or kind.command != "respond" or waiting(tx.state, w):
         return False
-    tx.emit(ResponseWindowClosed(event=w.event, kind=w.kind))
-    kind.resolve(tx, w, None)
+    close_allowed(tx, w)
     return True
+
+
+# --- the deadline ------------------------------------------------------------------
+
+
+class WindowDeadline(c.Command):
+    """Sent by the worker only (never parsed from a seat's JSON): the open window's
+    deadline has passed, so it closes as its kind says."""
+
+    type: Literal["window_deadline"] = "window_deadline"
+    event: str
+
+
+SYSTEM_COMMANDS.add(WindowDeadline)
+
+
+def expired(state: RoomState, now: datetime) -> ResponseWindow | None:
+    """The open window whose deadline has passed by `now`, if any (never during a search)."""
+    w = state.control.response
+    if state.search is not None or w is None or w.deadline is None:
+        return None
+    return w if datetime.fromisoformat(w.deadline) <= now else None
+
+
+def expire_window(state: RoomState, randomness: Randomness, now: datetime) -> Tx | None:
+    """The worker's close of a window past its deadline, decided like a command; None
+    when no window is due."""
+    w = expired(state, now)
+    if w is None:
+        return None
+    return decide(state, SYSTEM, WindowDeadline(event=w.event), randomness, now=now)
+
+
+@handles(WindowDeadline)
+def window_deadline(tx: Tx, actor: str, cmd: WindowDeadline) -> None:
+    w = tx.state.control.response
+    if w is None or w.event != cmd.event:
+        raise Rejection("stale_event", "that response window is not open")
+    kind = KINDS.get(w.kind)
+    if tx.now is None or expired(tx.state, tx.now) is not w or kind is None \
+            or kind.expire is None:
+        raise Rejection("not_eligible", "that window's deadline has not passed")
+    tx.emit(ResponseDeadlinePassed(event=w.event, kind=w.kind))
+    kind.expire(tx, w)
 
 
 # --- events -----------------------------------------------------------------------
 
 
 class ResponseWindowOpened(Event):
+    """v2: the window's deadline (v1 windows had none)."""
+
+    schema_version = 2
     event: str
     kind: str
     turn: int
     phase: int
     data: dict[str, Any]
+    deadline: str | None
+
+    @classmethod
+    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
+        if from_version == 1:
+            return {**data, "deadline": None}
+        return super().upcast(data, from_version)
 
     def apply(self, state: RoomState) -> None:
         state.control.response = ResponseWindow(
             kind=self.kind, event=self.event, turn=self.turn, phase=self.phase,
-            data=dict(self.data),
+            data=dict(self.data), deadline=self.deadline,
         )
 
     def public(self) -> dict[str, Any]:
-        return {"event": self.event, "kind": self.kind, **self.data.get("public", {})}
+        return {"event": self.event, "kind": self.kind, "deadline": self.deadline,
+                **self.data.get("public", {})}
 
     def text(self) -> str:
         return f"A response window opened ({self.kind})"
@@ -221,3 +294,20 @@ class ResponseWindowClosed(Event):
 
     def text(self) -> str:
         return f"Nobody cancelled ({self.kind}): it is allowed"
+
+
+class ResponseDeadlinePassed(Event):
+    """The worker found the window past its deadline: its close follows in this append."""
+
+    event: str
+    kind: str
+
+    def apply(self, state: RoomState) -> None:
+        w = state.control.response
+        assert w is not None and w.event == self.event
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "kind": self.kind}
+
+    def text(self) -> str:
+        return f"The response window's deadline passed ({self.kind})"

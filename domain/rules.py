@@ -8,6 +8,7 @@ into the rules; `apply` the only way a state changes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from domain import commands as c
@@ -28,6 +29,9 @@ GATES: list[Callable[[RoomState, str, c.Command], None]] = []
 # RULES 3.3: while a search is open only its bound selection and seat control
 # are accepted; everything else is refused before any handler runs.
 ALLOWED_DURING_SEARCH: tuple[type[c.Command], ...] = (c.SelectCard, c.SetAutopilot)
+# The sender of the commands the worker appends (a window's deadline): no seat.
+SYSTEM = "system"
+SYSTEM_COMMANDS: set[type[c.Command]] = set()  # filled by the rules modules that own them
 
 
 def handles(command_type: type[C]) -> Callable[[Callable[[Tx, str, C], None]], Any]:
@@ -53,11 +57,13 @@ class Tx:
     """
 
     def __init__(self, state: RoomState, randomness: Randomness, *,
-                 in_place: bool = False) -> None:
+                 in_place: bool = False, now: datetime | None = None) -> None:
         self.state = state
         self.events: list[Event] = []
         self._randomness = randomness
         self._copied = in_place
+        # The clock port: the caller's time, read only to stamp a deadline into an event.
+        self.now = now
 
     def emit(self, event: Event) -> None:
         if not self._copied:
@@ -70,6 +76,14 @@ class Tx:
         """The id of the next event to be emitted: decisions and windows bind to it."""
         return f"e{self.state.version + 1}"
 
+    def deadline(self, seconds: float | None = None) -> str | None:
+        """The ISO time a window opened now closes at: `seconds` from now, or the
+        room's `response_seconds`; None without a clock or with 0 seconds."""
+        seconds = self.state.response_seconds if seconds is None else seconds
+        if self.now is None or not self.state.response_seconds:
+            return None
+        return (self.now + timedelta(seconds=max(0.0, seconds))).isoformat()
+
     def shuffle(self, ids: list[str]) -> list[str]:
         return self._randomness.shuffle(ids)
 
@@ -78,16 +92,18 @@ class Tx:
 
 
 def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomness,
-           *, in_place: bool = False) -> Tx:
+           *, in_place: bool = False, now: datetime | None = None) -> Tx:
     """The events `command` appends, applied to a copy of `state` (`Tx.state`); or a
     Rejection, `state` untouched.
 
     `in_place`: for a caller that owns `state` and would replace it by `Tx.state`
     anyway (copying it was a tenth of a command). A Rejection may then come after
     some events changed it: `state.version` moved, and the state must be thrown away.
+    `now`: the caller's clock, stamped into the deadline of a window the command opens
+    (None: windows open without a deadline). Replay never needs it.
     """
     handler = admit(state, actor, command)
-    tx = Tx(state, randomness, in_place=in_place)
+    tx = Tx(state, randomness, in_place=in_place, now=now)
     handler(tx, actor, command)
     settle(tx)
     return tx
@@ -98,7 +114,10 @@ def admit(state: RoomState, actor: str, command: c.Command) -> Handler:
 
     `domain.actions` asks the same, so a listed action is one `decide` accepts.
     """
-    if not state.has_seat(actor):
+    if (type(command) in SYSTEM_COMMANDS) != (actor == SYSTEM):
+        # The worker's own commands are never accepted from a seat, and it sends no other.
+        raise Rejection("not_eligible", "that command is not accepted from this sender")
+    if actor != SYSTEM and not state.has_seat(actor):
         raise Rejection("unknown_seat", f"{actor} has no seat in this room")
     if state.search is not None and not isinstance(command, ALLOWED_DURING_SEARCH):
         raise Rejection(

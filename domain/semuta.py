@@ -1,34 +1,30 @@
 """Semuta Drug: take a card another seat just discarded, then discard Semuta (RULES 3.6).
 
 After a single-seat discard (ordinary `custody.discard_card`, and the Box's
-final discard in `nullentropy.settle_search`) every other seat holding a
-free Semuta Drug gets a reaction window: a `ResponseWindow` of kind
-"semuta" bound to that discard event and its physical cards. Retrieving a
-card by a Box is not a discard and a shuffle is not a series of discards,
-so a window never names the retrieved card and never re-runs a search.
+final discard in `nullentropy.settle_search`) a reaction window opens unless
+Semuta Drug is publicly out of reach (in the Richese cache, in the discard
+pile, removed, or not in the room): whether it opens never tells anyone who
+holds Semuta (RULES 7). It is a `ResponseWindow` of kind "semuta" bound to
+that discard event and its physical cards, and it lists as waiting every
+seat other than the discarder that has a card in hand (a public count).
+Only the Semuta holder can take; the others can only pass. It closes when
+the holder takes, when every waiting seat has passed, or at its deadline.
+Retrieving a card by a Box is not a discard and a shuffle is not a series of
+discards, so a window never names the retrieved card and never re-runs a
+search.
 
 The window lives in `state.control.response`, so a Box search suspends and
-restores it (passes included) like any other window. Only one response
-window can be open: when another window (a Karama window, or an earlier
-Semuta window) holds `control.response`, the new Semuta window waits in
-`state.semuta["queue"]` (first in, first out) and opens when the slot is
-free. Every reaction goes through the queue and a continuation opens it,
-so with a free slot it opens in the same append as the discard, and a
-window another rules module opens later in the same command is never
-overwritten. Interpretation: the seeds leave concurrent reaction priority open, so
-the queue only preserves discard order; it claims no printed ordering.
+restores it (passes and remaining time included) like any other window. Only
+one response window can be open: when another window holds the slot, the
+new Semuta window waits in `state.semuta["queue"]` (first in, first out) and
+opens when the slot is free. Every reaction goes through the queue and a
+continuation opens it, so with a free slot it opens in the same append as
+the discard. Interpretation: the seeds leave concurrent reaction priority
+open, so the queue only preserves discard order; it claims no printed ordering.
 
-Eligibility is read from current hands, like Karama windows: a seat other
-than the discarder, holding a Semuta Drug that is not committed or under a
-gift offer, which has not passed, while a card of the window is still in the
-pile. A window with nobody eligible, or whose cards have all left the pile,
-closes by itself. Taking moves the card from the pile to the taker's hand
-(an exchange: Semuta leaves at once, so the hand size does not change) and
-discards Semuta (itself a discard: windows for others may follow).
-
-Hidden information: the window's existence is public (it says someone else
-may react); a pass is recorded in the window's private data and never
-published, so passes do not name the Semuta holder. A take is public.
+A window whose cards left the pile stays open until it closes as above: a
+Box may have retrieved one, which only its owner may know. A take is public,
+and so is a pass (everyone is asked, so a pass names nobody's cards).
 """
 
 from __future__ import annotations
@@ -40,6 +36,7 @@ from domain.catalog import CARDS
 from domain.custody import check_own_card, discard_card
 from domain.errors import Rejection
 from domain.events import Event
+from domain.responses import WindowKind, holding_cards, register
 from domain.rules import Tx, continuation, handles
 from domain.state import ResponseWindow, RoomState
 
@@ -76,17 +73,32 @@ def takeable(state: RoomState, window: ResponseWindow) -> list[str]:
     return [cid for cid in window.data["cards"] if cid in state.discard]
 
 
+def asked(state: RoomState, window: ResponseWindow) -> list[str]:
+    """Every seat but the discarder with a card in hand, less those that passed."""
+    return [f for f in holding_cards(state, [window.data["discarder"]])
+            if f not in window.data["passed"]]
+
+
 def eligible(state: RoomState, window: ResponseWindow, faction: str) -> bool:
-    return (
-        faction != window.data["discarder"]
-        and faction not in window.data["passed"]
-        and free_semuta(state, faction) is not None
-        and bool(takeable(state, window))
-    )
+    """Whether this seat is still asked (it may pass; only a holder may take)."""
+    return faction in asked(state, window)
 
 
-def anyone_eligible(state: RoomState, window: ResponseWindow) -> bool:
-    return any(eligible(state, window, s.faction) for s in state.seats)
+def in_reach(state: RoomState) -> bool:
+    """Whether a Semuta Drug may be in a hand: it is not publicly out of reach."""
+    return any(is_semuta(cid) for cid in state.deck) or any(
+        is_semuta(cid) for s in state.seats for cid in s.hand)
+
+
+def close(tx: Tx, window: ResponseWindow) -> None:
+    tx.emit(SemutaWindowClosed(event=window.event))
+
+
+def _never_resolved(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> None:
+    raise AssertionError("a Semuta window closes through this module")
+
+
+register(WindowKind(KIND, _never_resolved, asked=asked, command="semuta", expire=close))
 
 
 # --- events -------------------------------------------------------------------
@@ -117,34 +129,56 @@ class SemutaReactionQueued(Event):
 
 
 class SemutaWindowOpened(Event):
-    """The response slot is free: the oldest waiting Semuta window opens."""
+    """The response slot is free: the oldest waiting Semuta window opens. v2: with
+    its deadline (v1 windows had none)."""
 
+    schema_version = 2
     event: str
+    deadline: str | None
+
+    @classmethod
+    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
+        if from_version == 1:
+            return {**data, "deadline": None}
+        return super().upcast(data, from_version)
 
     def apply(self, state: RoomState) -> None:
         waiting = queue(state)
         assert waiting and waiting[0]["event"] == self.event
-        state.control.response = ResponseWindow.model_validate(waiting[0])
+        window = ResponseWindow.model_validate(waiting[0])
+        window.deadline = self.deadline
+        state.control.response = window
         state.semuta = {"queue": waiting[1:]} if waiting[1:] else None
 
     def public(self) -> dict[str, Any]:
-        return {"event": self.event}
+        return {"event": self.event, "deadline": self.deadline}
 
     def text(self) -> str:
         return "A Semuta window opened"
 
 
 class SemutaPassed(Event):
+    """v2: public, since every seat with a card is asked. A v1 pass stays private:
+    then only Semuta holders were asked, so it would name one."""
+
+    schema_version = 2
     event: str
     seat: str
+    hidden: bool = False
+
+    @classmethod
+    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
+        if from_version == 1:
+            return {**data, "hidden": True}
+        return super().upcast(data, from_version)
 
     def apply(self, state: RoomState) -> None:
         w = state.control.response
         assert w is not None and w.kind == KIND and w.event == self.event
         w.data["passed"] = [*w.data["passed"], self.seat]
 
-    def public(self) -> None:
-        return None  # a pass would name the Semuta holder
+    def public(self) -> dict[str, Any] | None:
+        return None if self.hidden else {"event": self.event, "seat": self.seat}
 
     def text(self) -> str:
         return f"{self.seat} passed on Semuta"
@@ -186,9 +220,9 @@ class SemutaWindowClosed(Event):
 
 
 def after_discard(tx: Tx, discarder: str, cards: list[str], event: str) -> None:
-    """Open (or queue) a window for `event` when another seat holds a free Semuta."""
+    """Open (or queue) a window for `event` unless Semuta is publicly out of reach."""
     state = tx.state
-    if not any(free_semuta(state, s.faction) for s in state.seats if s.faction != discarder):
+    if not in_reach(state):
         return
     # Always through the queue: the continuation opens it once the response slot
     # is free, so a window another rules module opens later in the same command
@@ -202,12 +236,13 @@ def after_discard(tx: Tx, discarder: str, cards: list[str], event: str) -> None:
 def settle_semuta(tx: Tx) -> bool:
     state = tx.state
     w = open_window(state)
-    if w is not None and not anyone_eligible(state, w):
-        tx.emit(SemutaWindowClosed(event=w.event))
+    if w is not None and (not asked(state, w) or not in_reach(state)):
+        # Nobody left to ask, or Semuta went publicly out of reach (taken and discarded).
+        close(tx, w)
         return True
     waiting = queue(state)
     if state.control.response is None and waiting:
-        tx.emit(SemutaWindowOpened(event=waiting[0]["event"]))
+        tx.emit(SemutaWindowOpened(event=waiting[0]["event"], deadline=tx.deadline()))
         return True
     return False
 
@@ -230,18 +265,18 @@ def semuta(tx: Tx, actor: str, cmd: c.Semuta) -> None:
             raise Rejection("invalid_command", "a pass names no card")
         tx.emit(SemutaPassed(event=w.event, seat=actor))
         return
-    choices = takeable(state, w)
+    drug = free_semuta(state, actor)
+    if drug is None:
+        raise Rejection("not_eligible", "you hold no Semuta Drug you may play: you can only pass")
     chosen = cmd.card
     if chosen is None:
-        if len(choices) != 1:
+        if len(w.data["cards"]) != 1:
             raise Rejection("invalid_command", "name the discarded card you take")
-        chosen = choices[0]
+        chosen = w.data["cards"][0]
     if chosen not in w.data["cards"]:
         raise Rejection("not_eligible", f"'{chosen}' was not discarded in this window's discard")
-    if chosen not in choices:
-        raise Rejection("stale_event", f"'{chosen}' has left the discard pile")
-    drug = free_semuta(state, actor)
-    assert drug is not None  # eligible() checked it
+    if chosen not in takeable(state, w):
+        raise Rejection("stale_event", f"'{chosen}' cannot be taken now")
     tx.emit(SemutaTaken(event=w.event, seat=actor, card=chosen))
     discard_card(tx, actor, drug)
 
@@ -255,9 +290,12 @@ def semuta_view(state: RoomState, faction: str | None) -> dict[str, Any] | None:
     part: dict[str, Any] = {
         "event": None if w is None else w.event,
         "discarder": None if w is None else w.data["discarder"],
-        "cards": [] if w is None else [CARDS[cid].public() for cid in takeable(state, w)],
+        # As discarded (public), not as still in the pile: a Box may have retrieved one.
+        "cards": [] if w is None else [CARDS[cid].public() for cid in w.data["cards"]],
         "queued": len(waiting),
     }
     if faction is not None:
         part["eligible"] = w is not None and eligible(state, w, faction)
+        # The seat's own hand: whether it may take, or only pass.
+        part["can_take"] = part["eligible"] and free_semuta(state, faction) is not None
     return part

@@ -80,7 +80,13 @@ class Decision(Model):
 
 
 class ResponseWindow(Model):
-    """A Karama response window: eligibility is read from current hands."""
+    """A response window (RULES 4.4, 3.6) or the Richese gift offer (RULES 5).
+
+    Who is waiting is read from public facts only (hand counts, passes), never
+    from which cards a seat holds. `deadline` is an ISO time stored by the event
+    that opened (or restored) it; `remaining` the seconds it had left when a
+    search suspended it.
+    """
 
     kind: str
     event: str
@@ -88,6 +94,8 @@ class ResponseWindow(Model):
     phase: int
     passes: list[Faction] = Field(default_factory=list)
     data: dict[str, Any] = Field(default_factory=dict)
+    deadline: str | None = None
+    remaining: float | None = None
 
 
 class Control(Model):
@@ -157,8 +165,10 @@ class RoomState(Model):
     control: Control = Field(default_factory=Control)
     search: Search | None = None
     truthtrance: dict[str, Any] | None = None
-    gift: dict[str, Any] | None = None
+    gift: dict[str, Any] | None = None  # only an offer recorded before gifts were responses
     semuta: dict[str, Any] | None = None
+    # Seconds a response or Semuta window waits before the worker closes it (0: no deadline).
+    response_seconds: int = 30
     version: int = 0  # the version of the last applied event
 
     def clone(self) -> RoomState:

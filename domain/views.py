@@ -16,7 +16,7 @@ from domain.actions import actions
 from domain.catalog import CARDS
 from domain.errors import Rejection
 from domain.events import Event
-from domain.gifts import gift_view
+from domain.gifts import offer_of, offered_to
 from domain.nullentropy import candidates, check_begin, full_hand_exchange
 from domain.responses import KINDS, waiting
 from domain.semuta import semuta_view
@@ -38,16 +38,15 @@ def public_decision(d: Decision | None) -> dict[str, Any] | None:
     return {"kind": d.kind, "event": d.event, "player": d.player, **d.data.get("public", {})}
 
 
-def public_response(w: ResponseWindow | None, state: RoomState | None = None
-                    ) -> dict[str, Any] | None:
+def public_response(w: ResponseWindow | None, state: RoomState) -> dict[str, Any] | None:
+    """RULES 4.4 / INTERFACE: the window's kind, event, passes, who is still waiting
+    and its deadline: all public, all from public facts."""
     if w is None:
         return None
-    shape = {"kind": w.kind, "event": w.event, "passes": list(w.passes),
-             **w.data.get("public", {})}
-    if state is not None and w.kind in KINDS:
-        # RULES 4.4 / INTERFACE: a window lists who may still respond.
-        shape["waiting"] = waiting(state, w)
-    return shape
+    passes = w.data.get("passed", []) if w.kind == "semuta" else w.passes
+    return {"kind": w.kind, "event": w.event, "passes": list(passes),
+            "waiting": waiting(state, w) if w.kind in KINDS else [],
+            "deadline": w.deadline, **w.data.get("public", {})}
 
 
 def _common(state: RoomState) -> dict[str, Any]:
@@ -61,12 +60,11 @@ def _common(state: RoomState) -> dict[str, Any]:
         "deck": {"count": len(state.deck)},
         "discard": {"count": len(state.discard), "top": CARDS[top].public() if top else None},
         "decision": public_decision(state.control.decision),
-        "response": public_response(state.control.response, state),
+        "response": public_response(state.control.response or offer_of(state), state),
         "search": _public_search(state),
         "ambassador": _public_ambassador(state),
         "truthtrance": _public_part(state.truthtrance),
         "semuta": semuta_view(state, None),
-        "gift": gift_view(state, None),
     }
 
 
@@ -158,7 +156,9 @@ def seat_view(state: RoomState, faction: str) -> dict[str, Any]:
     view["seats"] = [_other(state, s.faction) for s in state.seats if s.faction != faction]
     view["nullentropy"] = nullentropy_control(state, faction)
     view["semuta"] = semuta_view(state, faction)  # adds whether this seat may react
-    view["gift"] = gift_view(state, faction)  # the card, for the giver and the ally only
+    offered = offered_to(state, faction)
+    if offered is not None and view["response"] is not None:
+        view["response"]["card"] = offered  # the gift, for the giver and the ally only
     view["receipts"] = [r.model_dump(mode="json") for r in state.receipts if r.buyer == faction]
     decision = state.control.decision
     if decision is not None and decision.player == faction and view["decision"] is not None:

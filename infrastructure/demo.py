@@ -166,6 +166,13 @@ AMBASSADOR_LAYOUT: dict[str, Any] = {
 }
 
 
+def pass_everyone(app: RoomsApp, t: Transcript, room: str) -> None:
+    """Every seat the open window waits for passes, in the order the window lists them."""
+    window = app.public_view(room)["response"]
+    for seat in window["waiting"]:
+        t.step(app, room, seat, {"type": "respond", "event": window["event"], "action": "pass"})
+
+
 def play_ambassador_room(app: RoomsApp, t: Transcript) -> None:
     """Atreides ships into Arrakeen; Ecaz triggers the Richese token for its Harkonnen
     ally, who buys a card; the Emperor's income and the Harkonnen bonus each get a
@@ -190,12 +197,11 @@ def play_ambassador_room(app: RoomsApp, t: Transcript) -> None:
           "ambassador": app.seat_view(room, "ecaz")["ambassador"],
           "receipts": app.seat_view(room, "ecaz")["receipts"]})
 
-    income = app.public_view(room)["response"]["event"]
-    step(app, room, "atreides", {"type": "respond", "event": income, "action": "pass"})
+    # RULES 4.4: every seat with a card in hand but the one whose advantage is at stake
+    # is asked, whether or not it holds a Karama; here each of them passes.
+    pass_everyone(app, t, room)
     show("The Harkonnen bonus window (public view)", app.public_view(room)["response"])
-    bonus = app.public_view(room)["response"]["event"]
-    for seat in ("atreides", "emperor"):
-        step(app, room, seat, {"type": "respond", "event": bonus, "action": "pass"})
+    pass_everyone(app, t, room)
 
     show("Public log", app.public_log(room))
     for seat in ("ecaz", "harkonnen", "emperor", "atreides"):

@@ -6,7 +6,8 @@ One loop, one tick every `interval` seconds:
    memory, or, on PostgreSQL, a LISTEN/NOTIFY subscription runs in the
    background and the tick only checks that it is healthy;
 2. every callable of `Worker.ticks` runs, in order, with the application.
-   This is the one place periodic work plugs in: autopilot seats register
+   This is the one place periodic work plugs in: window deadlines
+   (`close_deadlines`, RULES 4.4) and autopilot seats register
    a callable here (`TICKS.append(fn)` or `Worker(app, ticks=[fn])`). A
    callable that raises is logged and the loop goes on.
 
@@ -28,6 +29,7 @@ import signal
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from application import autopilot
@@ -42,8 +44,23 @@ BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
 
 Tick = Callable[[RoomsApp], Any]
 
-# The per-tick callables every worker runs after the read models caught up.
-TICKS: list[Tick] = [autopilot.tick]
+
+def close_deadlines(app: RoomsApp, now: datetime | None = None) -> int:
+    """Close every open window whose deadline has passed (RULES 4.4), each by an
+    append of its own through `RoomsApp.close_expired`; returns how many closed.
+
+    The rooms come from the read models' index of rooms the worker must look at."""
+    closed = 0
+    for room in autopilot.candidate_rooms(app):
+        result = app.close_expired(room, now)
+        if result is not None and result["ok"]:
+            closed += 1
+    return closed
+
+
+# The per-tick callables every worker runs after the read models caught up: deadlines
+# first, so that an autopilot answers only windows still open.
+TICKS: list[Tick] = [close_deadlines, autopilot.tick]
 
 
 class Worker:

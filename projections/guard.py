@@ -21,6 +21,7 @@ from typing import Any
 
 from domain.catalog import CARDS
 from domain.events import CardRetrieved, Event
+from domain.gifts import offer_of
 from domain.nullentropy import candidates
 from domain.state import RoomState
 
@@ -80,9 +81,9 @@ def seat_leaks(state: RoomState, seat: str, text: str, public_ids: set[str]) -> 
     for r in state.receipts:
         if r.buyer == seat:
             allowed.update(c for c in (r.card, getattr(r, "bonus", None)) if c is not None)
-    gift = state.gift
-    if gift is not None and seat in (gift.get("giver"), gift.get("to")):
-        allowed.add(gift["card"])
+    gift = offer_of(state)
+    if gift is not None and seat in (gift.data["giver"], gift.data["to"]):
+        allowed.add(gift.data["card"])
     return named - allowed
 
 

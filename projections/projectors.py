@@ -242,10 +242,13 @@ class RoomStates:
 
 
 def autopilot_row(room: str, state: RoomState) -> Autopilot:
-    """The room's autopilot seats, and whether one of them is asked for something now."""
+    """The room's autopilot seats, and whether the worker must look at it now: one of
+    them is asked for something, or a window with a deadline is open."""
     seats: dict[str, str] = {s.faction: s.autopilot for s in state.seats
                              if s.autopilot is not None}
-    due = any(autopilot.has_prompt(views.seat_view(state, faction)) for faction in seats)
+    window = state.control.response
+    due = (window is not None and window.deadline is not None) or any(
+        autopilot.has_prompt(views.seat_view(state, faction)) for faction in seats)
     return room, seats_json(seats), due
 
 

@@ -19,7 +19,9 @@ Tables (shared by both SQL databases):
 - `dl_autopilot_rooms(room, seats, due)`: written by the seat-view projection,
   the rooms where some seat's autopilot is on (`seats`: JSON, faction ->
   profile), and whether one of those seats is asked for something now
-  (`due`), so that the autopilot finds its work without loading every room.
+  (`due`), so that the autopilot finds its work without loading every room;
+  also any room with a window that has a deadline (`due`, no seats), so that
+  the worker finds the deadlines to close.
   A database whose read models predate the table has it filled from
   `dl_view_rooms` when the table is created.
 
@@ -209,7 +211,8 @@ class Store(ABC):
 
     @abstractmethod
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
-        """Every room with an autopilot seat (`due`: only those where one is asked now)."""
+        """Every room with an autopilot seat (`due`: only those where one is asked now,
+        or where a window with a deadline is open)."""
 
     def close(self) -> None:
         return None
@@ -278,7 +281,7 @@ class MemoryWrites(Writes):
                     s.views.setdefault(room, {})[seat] = (version, view)
             elif kind == "autopilot":
                 for room, seats, due in arg:
-                    if seats == "{}":
+                    if seats == "{}" and not due:
                         s.autopilot.pop(room, None)
                     else:
                         s.autopilot[room] = (seats, due)
@@ -409,11 +412,14 @@ class SQLWrites(Writes):
         )
 
     def put_autopilot(self, rows: list[Autopilot]) -> None:
+        # A room without autopilot seats is kept while a window with a deadline is open
+        # (`due`): the worker closes it when the deadline passes (RULES 4.4).
         self.many("DELETE FROM dl_autopilot_rooms WHERE room = ?",
-                  [(room,) for room, seats, _ in rows if seats == "{}"])
+                  [(room,) for room, seats, due in rows if seats == "{}" and not due])
         self.many("INSERT INTO dl_autopilot_rooms (room, seats, due) VALUES (?, ?, ?) "
                   "ON CONFLICT (room) DO UPDATE SET seats = excluded.seats, due = excluded.due",
-                  [(room, seats, int(due)) for room, seats, due in rows if seats != "{}"])
+                  [(room, seats, int(due)) for room, seats, due in rows
+                   if seats != "{}" or due])
 
     def clear(self, projection: str) -> None:
         for table in OWNED[projection]:

@@ -182,6 +182,10 @@ def scan_room(app: RoomsApp, room: str) -> list[str]:
         return public_problems(states[ends[a]], entry, where, fact, before=states.get(a - 1))
 
     final = states[last]
+    # RULES 7: `room at` a version inside an append shows the state after that append.
+    append_end: dict[int, int] = {}
+    for rec in records:
+        append_end[rec.append] = rec.originator_version
     problems: list[str] = []
     step = ReadModels(None, None, MemoryStore())
     seen_log = 0
@@ -197,11 +201,13 @@ def scan_room(app: RoomsApp, room: str) -> list[str]:
         for entry in log[seen_log:]:
             problems += entry_problems(v, entry, f"v{v} log entry", rec.fact)
         seen_log = len(log)
-        for seat in state.seats:
-            still_open = (state.search is not None and final.search is not None
-                          and final.search.event == state.search.event)
+        shown = states[append_end[rec.append]]
+        for seat in shown.seats:
+            still_open = (shown.search is not None and final.search is not None
+                          and final.search.event == shown.search.event)
             past = app.view_at(room, v, seat.faction)
-            problems += seat_view_problems(state, seat.faction, past, f"room at {v}",
+            assert past["version"] == shown.version
+            problems += seat_view_problems(shown, seat.faction, past, f"room at {v}",
                                            candidates=still_open)
     for seat in final.seats:
         problems += seat_view_problems(final, seat.faction, app.seat_view(room, seat.faction),

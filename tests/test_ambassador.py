@@ -98,6 +98,21 @@ def answer(state: RoomState, seat: str, card: str | None = None) -> Tx:
     return run(state, seat, cmd)
 
 
+def asked(state: RoomState) -> list[str]:
+    return list(public_view(state)["response"]["waiting"])
+
+
+def allow(state: RoomState, but: tuple[str, ...] = ()) -> Tx:
+    """Every seat the open window waits for passes (RULES 4.4: everyone with a card
+    is asked), except `but`; the last pass's Tx."""
+    tx = None
+    for seat in [s for s in asked(state) if s not in but]:
+        tx = answer(state, seat)
+        state = tx.state
+    assert tx is not None
+    return tx
+
+
 def conserved(state: RoomState, spice: int) -> None:
     held = Counter(cid for zone in state.zones().values() for cid in zone)
     assert held == Counter(ALL_CARDS)
@@ -270,8 +285,9 @@ def test_emperor_income_allowed_pays_from_the_bank_without_charging_twice():
     w = mid.control.response
     assert w is not None and w.kind == "ambassador_income"
     assert mid.receipts[0].stage == "income"
-    assert public_view(mid)["response"]["waiting"] == ["atreides"]  # the Emperor is excluded
-    tx = answer(mid, "atreides")
+    # Every seat with a card but the Emperor, whose advantage is at stake.
+    assert asked(mid) == ["ecaz", "harkonnen", "atreides"]
+    tx = allow(mid)
     assert "EmperorIncomePaid" in types(tx)
     after = tx.state
     assert after.seat("emperor").spice == 13 and after.seat("ecaz").spice == 7
@@ -294,11 +310,14 @@ def test_emperor_income_cancelled_by_a_printed_karama_leaves_the_payment_in_the_
 def test_bene_gesserit_worthless_card_cancels_only_in_advanced(mode, eligible):
     state = enter(room(mode=mode, seats=seats(bene_gesserit=["kulon"])))
     mid = trigger(state, "ecaz").state
+    # Asked either way: who is asked never depends on the cards held.
+    assert asked(mid) == ["ecaz", "harkonnen", "bene_gesserit"]
     if not eligible:
-        # Nobody may respond: the window closed by itself and the income was paid.
-        assert mid.control.response is None and mid.seat("emperor").spice == 13
+        assert rejected(mid, "bene_gesserit", {"type": "respond", "event": window(mid),
+                                               "action": "karama", "card": "kulon"}
+                        ).code == "not_eligible"
+        assert allow(mid).state.seat("emperor").spice == 13
         return
-    assert public_view(mid)["response"]["waiting"] == ["bene_gesserit"]
     after = answer(mid, "bene_gesserit", "kulon").state
     assert after.seat("emperor").spice == 10 and "kulon" in after.discard
 
@@ -350,7 +369,9 @@ def test_harkonnen_bonus_window_closes_by_itself_and_draws_when_nobody_may_cance
 
 def test_harkonnen_bonus_allowed_and_cancelled_with_a_printed_karama():
     state = enter(room(seats=seats(harkonnen=HARK[:5])))
-    mid = trigger(state, "harkonnen").state  # income: nobody but the Emperor holds a Karama
+    mid = trigger(state, "harkonnen").state
+    assert asked(mid) == ["harkonnen"]  # income: the only other seat with a card
+    mid = allow(mid).state
     assert mid.control.response is not None and mid.control.response.kind == "ambassador_bonus"
     assert mid.seat("emperor").spice == 13
     allowed = answer(mid, "emperor").state
@@ -365,11 +386,12 @@ def test_bonus_cancelled_by_bene_gesserit_worthless_card_only_in_advanced(mode):
     state = enter(room(mode=mode, seats=seats(harkonnen=HARK[:5], emperor=None,
                                               bene_gesserit=["trip-to-gamont"])))
     mid = trigger(state, "harkonnen").state
-    if mode == "basic":
-        assert mid.control.response is None and len(mid.seat("harkonnen").hand) == 7
-        assert mid.receipts[0].bonus is not None
-        return
     assert mid.control.response.kind == "ambassador_bonus"
+    if mode == "basic":
+        after = answer(mid, "bene_gesserit").state  # it can only pass
+        assert after.control.response is None and len(after.seat("harkonnen").hand) == 7
+        assert after.receipts[0].bonus is not None
+        return
     after = answer(mid, "bene_gesserit", "trip-to-gamont").state
     assert len(after.seat("harkonnen").hand) == 6 and after.receipts[0].bonus is None
 
@@ -380,14 +402,14 @@ def test_a_hand_changed_during_income_decides_the_bonus():
     mid = trigger(state, "harkonnen").state
     assert mid.control.response.kind == "ambassador_income"
     mid = run(mid, "harkonnen", {"type": "discard", "card": "crysknife"}).state
-    after = answer(mid, "atreides").state
+    after = allow(mid).state
     assert after.control.response is not None and after.control.response.kind == (
         "ambassador_bonus")
     # At 6 the bonus would come, but a draw during income fills the hand first.
     state = enter(room(seats=seats(harkonnen=HARK[:6], atreides=["karama-2"])))
     mid = trigger(state, "harkonnen").state
     mid = run(mid, "harkonnen", {"type": "draw"}).state
-    tx = answer(mid, "atreides")
+    tx = allow(mid)
     assert "HarkonnenBonusResolved" not in types(tx) and tx.state.control.response is None
     assert tx.state.receipts[0].stage == "finish" and len(tx.state.seat("harkonnen").hand) == 8
 
@@ -419,7 +441,7 @@ def test_a_karama_spent_during_income_becomes_the_bonus_card():
 
 def test_an_empty_bonus_pool_gives_nothing_and_the_purchase_stands():
     state = enter(room(deck=["shield-2"], discard=[], seats=seats(harkonnen=HARK[:4])))
-    mid = trigger(state, "harkonnen").state
+    mid = allow(trigger(state, "harkonnen").state).state  # income
     tx = answer(mid, "emperor")
     resolved = next(e for e in tx.events if e.type == "HarkonnenBonusResolved")
     assert resolved.card is None and tx.state.seat("harkonnen").hand[-1] == "shield-2"
@@ -431,8 +453,10 @@ def test_responses_bind_to_the_open_window_and_eligible_seats():
     event = window(mid)
     assert rejected(mid, "emperor", {"type": "respond", "event": event,
                                      "action": "pass"}).code == "not_eligible"
-    assert rejected(mid, "harkonnen", {"type": "respond", "event": event,
-                                       "action": "pass"}).code == "not_eligible"
+    # A seat without a Karama is asked all the same, and can only pass.
+    assert rejected(mid, "harkonnen", {"type": "respond", "event": event, "action": "karama",
+                                       "card": "crysknife"}).code == "not_eligible"
+    assert run(mid, "harkonnen", {"type": "respond", "event": event, "action": "pass"})
     assert rejected(mid, "atreides", {"type": "respond", "event": "e1",
                                       "action": "pass"}).code == "stale_event"
     assert rejected(mid, "atreides", {"type": "respond", "event": event, "action": "karama",
@@ -445,9 +469,8 @@ def test_responses_bind_to_the_open_window_and_eligible_seats():
 
 def test_duplicate_final_allowances_resolve_once():
     state = enter(room(seats=seats(harkonnen=HARK[:5], atreides=["karama-2"])), via="worm")
-    mid = trigger(state, "harkonnen").state
-    cmd = {"type": "respond", "event": window(mid), "action": "pass"}
-    mid = run(mid, "atreides", cmd).state  # income allowed; bonus waits for Atreides, Emperor
+    mid = allow(trigger(state, "harkonnen").state).state  # income allowed
+    assert asked(mid) == ["emperor", "atreides"]  # the bonus
     final = {"type": "respond", "event": window(mid), "action": "pass"}
     mid = run(mid, "atreides", final).state
     tx = run(mid, "emperor", final)
@@ -492,7 +515,7 @@ def test_bg_copy_of_richese_and_no_premature_cohort_replenishment():
     assert mid.control.response.kind == "ambassador_income"
     assert mid.ambassadors.cohort == BG_TOKENS["cohort"]
     assert mid.ambassadors.placed == {} and mid.receipts[0].buyer == "harkonnen"
-    mid = answer(mid, "atreides").state
+    mid = allow(mid).state
     assert mid.control.response.kind == "ambassador_bonus"
     assert mid.ambassadors.cohort == BG_TOKENS["cohort"]
     rng = Counting(2)
@@ -516,7 +539,7 @@ def test_a_fifth_richese_token_replenishes_only_at_finish():
     state = enter(room(ambassadors=tokens, seats=seats(atreides=["karama-2"])))
     mid = trigger(state, "ecaz").state
     assert mid.ambassadors.used[-1] == "richese" and mid.ambassadors.cohort == tokens["cohort"]
-    tx = answer(mid, "atreides")
+    tx = allow(mid)
     assert types(tx).count("AmbassadorCohortDrawn") == 1
     assert "richese" not in tx.state.ambassadors.used
 
@@ -543,9 +566,10 @@ def test_a_box_search_suspends_and_restores_a_window_with_its_passes():
                                  "card": "richese-karama"})
     after = tx.state
     assert after.control.model_dump() == before
-    # The search gave Richese a Karama: the restored window waits for it as well.
-    assert public_view(after)["response"]["waiting"] == ["bene_gesserit", "richese"]
-    after = answer(after, "bene_gesserit").state
+    # The searcher was asked before and after, whatever it took: by hand counts alone.
+    waiting = ["ecaz", "harkonnen", "bene_gesserit", "richese"]
+    assert asked(mid) == waiting and asked(after) == waiting
+    after = allow(after, but=("richese",)).state
     after = answer(after, "richese", "richese-karama").state
     assert after.seat("emperor").spice == 10 and after.control.response is None
 
@@ -572,8 +596,7 @@ def test_a_box_search_suspends_a_bonus_window_and_the_purchase_is_not_repeated()
     hands = seats(harkonnen=HARK[:5], atreides=["karama-2"],
                   richese={"spice": 10, "hand": [BOX]})
     state = enter(room(seats=hands, discard=["shield-1", "kulon"]))
-    mid = trigger(state, "harkonnen").state
-    mid = answer(mid, "atreides").state  # income allowed
+    mid = allow(trigger(state, "harkonnen").state).state  # income allowed
     assert mid.control.response.kind == "ambassador_bonus"
     mid = answer(mid, "emperor").state
     saved = mid.control.model_dump()
@@ -585,7 +608,7 @@ def test_a_box_search_suspends_a_bonus_window_and_the_purchase_is_not_repeated()
     restored = tx.state
     assert restored.control.model_dump() == saved and saved["response"]["passes"] == ["emperor"]
     assert [r.model_dump() for r in restored.receipts] == receipts
-    done = answer(restored, "atreides").state
+    done = allow(restored).state
     assert done.seat("harkonnen").spice == 7 and len(done.seat("harkonnen").hand) == 7
     assert done.bank == state.bank + 2 + 3 - 3  # fee, purchase, income
 
@@ -736,6 +759,7 @@ def test_a_window_that_no_longer_matches_its_receipt_fails_closed(damage):
         broken.control.response.data["entry"] = "e1"
     else:
         broken.receipts[0].stage = "bonus"
+    broken = allow(broken, but=("atreides",)).state  # the last pass closes the window
     rej = rejected(broken, "atreides", {"type": "respond", "event": window(mid),
                                         "action": "pass"})
     assert rej.code == "ambassador_invalid"
@@ -751,6 +775,6 @@ def test_a_semuta_reaction_to_the_spent_karama_waits_behind_the_purchase():
     # The bonus window holds the slot; the Semuta window is queued, not overwritten.
     assert after.control.response.kind == "ambassador_bonus"
     assert len((after.semuta or {}).get("queue", [])) == 1
-    done = answer(after, "emperor").state
+    done = allow(after).state
     assert done.ambassadors.entry is None
     assert done.control.response is not None and done.control.response.kind == "semuta"

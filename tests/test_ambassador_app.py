@@ -57,6 +57,13 @@ def respond(app, room: str, seat: str, card: str | None = None, **extra: Any) ->
     return app.execute(room, seat, cmd)
 
 
+def pass_all(app, room: str, but: tuple[str, ...] = ()) -> None:
+    """Every seat the open window waits for passes (RULES 4.4), except `but`."""
+    for seat in app.public_view(room)["response"]["waiting"]:
+        if seat not in but:
+            ok(respond(app, room, seat))
+
+
 def types(app, room: str) -> Counter[str]:
     return Counter(r.type for r in app.records(app.load(room).id))
 
@@ -81,6 +88,8 @@ def test_ally_purchase_keeps_the_card_private_and_the_audit_clean(app):
     mine = app.seat_view(room, "harkonnen")
     assert mine["receipts"][0]["card"] == bought
     assert bought in [c["id"] for c in mine["me"]["hand"]]
+    assert app.public_view(room)["response"]["waiting"] == ["harkonnen"]  # income
+    pass_all(app, room)
     entry = app.public_view(room)["ambassador"]["entry"]
     assert (entry["stage"], entry["payer"], entry["amount"]) == ("bonus", "harkonnen", 3)
     ok(respond(app, room, "emperor"))
@@ -90,7 +99,10 @@ def test_ally_purchase_keeps_the_card_private_and_the_audit_clean(app):
 
 def test_self_purchase_with_emperor_income(app):
     room, event = start(app)
-    result = ok(decide(app, room, event, "ecaz"))
+    ok(decide(app, room, event, "ecaz"))
+    assert app.public_view(room)["response"]["waiting"] == ["ecaz", "harkonnen"]
+    ok(respond(app, room, "ecaz"))
+    result = ok(respond(app, room, "harkonnen"))
     kinds = [e["type"] for e in result["events"]]
     assert "EmperorIncomePaid" in kinds and "WormResumed" in kinds
     state = app.load(room).state
@@ -144,7 +156,7 @@ def test_a_privately_impossible_purchase_reads_the_same_for_everyone(app):
 def test_duplicate_final_allowances_produce_one_of_everything(app):
     room, event = start(app, seats=seats(harkonnen=HARK[:5], atreides=["karama-2"]))
     ok(decide(app, room, event, "harkonnen"))
-    ok(respond(app, room, "atreides"))  # income allowed
+    pass_all(app, room)  # income allowed
     ok(respond(app, room, "atreides"))  # bonus: the Emperor is the last to answer
     window = app.public_view(room)["response"]["event"]
     final = {"type": "respond", "event": window, "action": "pass", "command_id": "last"}
@@ -202,7 +214,9 @@ def test_a_box_search_interrupts_the_income_window_and_restores_its_passes(app):
     ok(decide(app, room, event, "ecaz"))
     ok(respond(app, room, "atreides"))
     before = app.public_view(room)["response"]
-    assert before["passes"] == ["atreides"] and before["waiting"] == ["bene_gesserit"]
+    # Everyone with a card but the Emperor, whatever they hold: the searcher too.
+    waiting = ["ecaz", "harkonnen", "bene_gesserit", "richese"]
+    assert before["passes"] == ["atreides"] and before["waiting"] == waiting
     opened = ok(app.execute(room, "richese", {"type": "begin_search", "card": BOX}))
     search = next(e for e in opened["events"] if e["type"] == "SearchOpened")["search"]
     assert app.public_view(room)["response"] is None
@@ -213,8 +227,8 @@ def test_a_box_search_interrupts_the_income_window_and_restores_its_passes(app):
                                      "card": "richese-karama"}))
     after = app.public_view(room)["response"]
     assert after["event"] == before["event"] and after["passes"] == ["atreides"]
-    assert after["waiting"] == ["bene_gesserit", "richese"]
-    ok(respond(app, room, "bene_gesserit"))
+    assert after["waiting"] == waiting
+    pass_all(app, room, but=("richese",))
     ok(respond(app, room, "richese", "richese-karama"))
     state = app.load(room).state
     assert state.seat("emperor").spice == 10 and state.ambassadors.entry is None
@@ -226,8 +240,7 @@ def test_every_version_conserves_cards_and_spice(app):
     room, event = start(app, seats=hands, deck=["shield-2"], discard=[])
     ok(decide(app, room, event, "harkonnen"))
     ok(respond(app, room, "atreides", "karama-2"))
-    ok(respond(app, room, "bene_gesserit"))
-    ok(respond(app, room, "emperor"))
+    pass_all(app, room)
     state = app.load(room).state
     assert state.receipts[0].bonus == "karama-2"
     report, replayed = audit_records(room, app.records(app.load(room).id))

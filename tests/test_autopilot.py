@@ -212,7 +212,11 @@ def test_semuta_choices_by_profile(tmp_path, profile, card, takes):
         assert autopilot.tick(rooms, pace=0) == 1
         state = rooms.load(room).state
         assert (card in state.seat("emperor").hand) is takes
-        assert state.control.response is None
+        if not takes:  # Richese is asked too (RULES 3.6), and passes by hand
+            window = state.control.response
+            assert rooms.execute(room, "richese", {"type": "semuta", "event": window.event,
+                                                   "action": "pass"})["ok"]
+        assert rooms.load(room).state.control.response is None
         assert autopilot.tick(rooms, pace=0) == 0
 
 
@@ -232,7 +236,10 @@ def test_semuta_waits_out_a_search_and_acts_on_the_restored_window(tmp_path):
         search = locked.state.search.event
         assert rooms.execute(room, "richese", {"type": "select_card", "search": search,
                                                "card": "shield-1"})["ok"]
-        assert rooms.load(room).state.control.response == window  # restored exactly
+        restored = rooms.load(room).state.control.response
+        # Restored with its passes; its deadline is its remaining time from the restore.
+        assert restored.model_dump(exclude={"deadline"}) == window.model_dump(
+            exclude={"deadline"}) and restored.deadline is not None
         assert autopilot.tick(rooms, pace=0) == 1
         state = rooms.load(room).state
         assert "chaumas" in state.seat("emperor").hand
@@ -245,11 +252,14 @@ def test_the_autopilot_passes_in_response_windows(tmp_path):
               "data": {}}
     with open_rooms(url(tmp_path)) as rooms:
         room = rooms.create_room(layout(control={"response": window}))["room"]
-        assert rooms.execute(room, "emperor", {"type": "set_autopilot", "enabled": True,
-                                               "profile": "brutal"})["ok"]
+        seats = ["richese", "emperor", "harkonnen"]
+        for seat in seats:
+            assert rooms.execute(room, seat, {"type": "set_autopilot", "enabled": True,
+                                              "profile": "brutal"})["ok"]
+        # Every seat with a card is asked (RULES 4.4), each answering for itself.
         assert views.seat_view(rooms.load(room).state, "emperor")["response"]["waiting"] == \
-            ["emperor"]
-        assert autopilot.tick(rooms, pace=0) == 1
+            seats
+        assert sum(autopilot.tick(rooms, pace=0) for _ in seats) == 3
         types = [r.type for r in rooms.records(rooms.load(room).id)][-2:]
         assert types == ["ResponsePassed", "ResponseWindowClosed"]
         assert rooms.load(room).state.control.response is None

@@ -1,4 +1,6 @@
-"""Richese gifts (RULES 5, 3.1): offer, answer, the committed card, the search lock."""
+"""Richese gifts (RULES 5, 3.1): offer, answer, the committed card, the search lock.
+
+The open offer is the room's `response` (kind gift, the ally waiting)."""
 
 from __future__ import annotations
 
@@ -28,8 +30,14 @@ def offer(state, card="crysknife", to="emperor"):
     return run(state, "richese", {"type": "offer_gift", "card": card, "to": to})
 
 
+def the_offer(state):
+    w = state.control.response
+    assert w is not None and w.kind == "gift"
+    return w
+
+
 def reply(state, accept, actor="emperor"):
-    return run(state, actor, {"type": "answer_gift", "event": state.gift["event"],
+    return run(state, actor, {"type": "answer_gift", "event": the_offer(state).event,
                               "accept": accept})
 
 
@@ -37,13 +45,15 @@ def test_offer_commits_the_card_and_shows_it_only_to_the_two_seats():
     tx = offer(state_of(allied()))
     assert types(tx) == ["GiftOffered"]
     state = tx.state
-    assert state.gift["card"] == "crysknife" and state.gift["event"] == f"e{state.version}"
+    w = the_offer(state)
+    assert w.data["card"] == "crysknife" and w.event == f"e{state.version}"
     assert "crysknife" in state.seat("richese").hand
     for seat in ("richese", "emperor"):
-        assert seat_view(state, seat)["gift"]["card"]["id"] == "crysknife"
+        assert seat_view(state, seat)["response"]["card"]["id"] == "crysknife"
     for view in (seat_view(state, "harkonnen"), public_view(state)):
-        assert view["gift"] == {"event": state.gift["event"], "giver": "richese",
-                                "to": "emperor"}
+        assert view["response"] == {"kind": "gift", "event": w.event, "passes": [],
+                                    "waiting": ["emperor"], "deadline": None,
+                                    "giver": "richese", "to": "emperor"}
         assert "crysknife" not in str(view)
     assert "crysknife" not in str(tx.events[0].public())
     # Committed while the offer is open: not discarded, not given, not offered again.
@@ -56,7 +66,7 @@ def test_accepting_moves_the_card():
     assert types(tx) == ["GiftAccepted"]
     assert "crysknife" in tx.state.seat("emperor").hand
     assert "crysknife" not in tx.state.seat("richese").hand
-    assert tx.state.gift is None
+    assert tx.state.control.response is None
     assert "crysknife" not in str(tx.events[0].public())
 
 
@@ -64,7 +74,7 @@ def test_declining_leaves_the_card_with_richese():
     state = offer(state_of(allied())).state
     tx = reply(state, False)
     assert types(tx) == ["GiftDeclined"]
-    assert tx.state.gift is None
+    assert tx.state.control.response is None
     assert tx.state.seats == state.seats
     run(tx.state, "richese", {"type": "discard", "card": "crysknife"})  # free again
 
@@ -103,7 +113,7 @@ def test_one_offer_at_a_time():
 ])
 def test_every_answer_refusal_changes_nothing(why, actor, event, expected):
     state = offer(state_of(allied())).state
-    assert code(state, actor, {"type": "answer_gift", "event": event or state.gift["event"],
+    assert code(state, actor, {"type": "answer_gift", "event": event or the_offer(state).event,
                                "accept": True}) == expected
 
 
@@ -111,14 +121,14 @@ def test_accepting_needs_room_but_declining_does_not():
     raw = allied()
     raw["seats"][1]["hand"] = ["karama-1", "stunner", "kulon", "hajr"]
     state = offer(state_of(raw)).state
-    assert code(state, "emperor", {"type": "answer_gift", "event": state.gift["event"],
+    assert code(state, "emperor", {"type": "answer_gift", "event": the_offer(state).event,
                                    "accept": True}) == "hand_over_limit"
     assert types(reply(state, False)) == ["GiftDeclined"]
 
 
 def test_answer_after_the_offer_is_gone_is_stale():
     state = offer(state_of(allied())).state
-    event = state.gift["event"]
+    event = the_offer(state).event
     done = reply(state, True).state
     assert code(done, "emperor", {"type": "answer_gift", "event": event, "accept": True}) == \
         "stale_event"
@@ -132,16 +142,19 @@ def test_a_box_under_offer_cannot_be_activated():
 
 def test_a_search_during_an_offer_of_another_card_restores_the_offer_exactly():
     state = offer(state_of(allied())).state
-    gift = dict(state.gift)
+    gift = the_offer(state).model_dump()
     searching = open_search(state)
     for actor, command in [
         ("emperor", {"type": "answer_gift", "event": gift["event"], "accept": True}),
         ("richese", {"type": "offer_gift", "card": "crysknife", "to": "emperor"}),
     ]:
         assert code(searching, actor, command) == "locked"
-    assert searching.gift == gift
+    # Saved as the search's parent control, like any response (RULES 5), and still
+    # committing its card.
+    assert searching.control.response is None
+    assert searching.search.parent.response.model_dump() == gift
     closed = close_search(searching, "shield-1").state
-    assert closed.gift == gift
+    assert the_offer(closed).model_dump() == gift
     assert "crysknife" in closed.seat("richese").hand
     after = reply(closed, True).state
     assert "crysknife" in after.seat("emperor").hand
@@ -151,5 +164,13 @@ def test_a_declined_offer_changes_no_other_part_of_the_state():
     state = offer(state_of(allied())).state
     before = snapshot(state)
     after = snapshot(reply(state, False).state)
-    before.pop("gift"), after.pop("gift"), before.pop("version"), after.pop("version")
+    before.pop("control"), after.pop("control"), before.pop("version"), after.pop("version")
     assert before == after
+
+
+def test_no_offer_while_another_response_window_is_open():
+    other = {"kind": "ambassador_income", "event": "e1", "turn": 2, "phase": 6, "passes": [],
+             "data": {}}
+    state = state_of(allied(control={"response": other}))
+    assert code(state, "richese", {"type": "offer_gift", "card": "crysknife",
+                                   "to": "emperor"}) == "response_pending"

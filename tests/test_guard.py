@@ -57,7 +57,8 @@ def test_public_leaks_are_the_named_cards_hidden_from_everyone():
         for _ in range(300):
             named = rng.sample(IDS, rng.randint(0, 4))
             text = " ".join(named)
-            event = CardRetrieved(search="e2", seat="richese", card=rng.choice(IDS))
+            event = CardRetrieved(search="e2", seat="richese", card=rng.choice(IDS),
+                                  claimed=False)
             assert guard.public_leaks(current, text) == set(named) & hidden
             assert guard.public_leaks(current, text, event) == set(named) & (
                 hidden | {event.card})

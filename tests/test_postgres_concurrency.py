@@ -236,8 +236,9 @@ def test_racing_final_allowances_pay_once_and_finish_once(app: Any, pg_url: str,
         return {"type": "respond", "event": app.public_view(room)["response"]["event"],
                 "action": "pass"}
 
-    # Income: the one other Karama holder allows it; then the bonus window opens.
-    assert app.public_view(room)["response"]["waiting"] == ["atreides"]
+    # Income: every other seat with a card allows it; then the bonus window opens.
+    assert app.public_view(room)["response"]["waiting"] == ["harkonnen", "atreides"]
+    assert app.execute(room, "harkonnen", allow())["ok"]
     assert app.execute(room, "atreides", allow())["ok"]
     bonus = app.public_view(room)["response"]
     assert bonus["kind"] == "ambassador_bonus"

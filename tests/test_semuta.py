@@ -54,9 +54,13 @@ def test_the_box_discard_opens_a_window_bound_to_the_box_and_that_event():
     w = window(state)
     box_event = f"e{state.version - 3}"  # BoxDiscarded, then SearchClosed and the window
     assert w.event == box_event and w.data["cards"] == [BOX]
+    # RULES 3.6: every other seat with a card is asked; only the holder may take.
     assert seat_view(state, "emperor")["semuta"]["eligible"] is True
-    assert seat_view(state, "harkonnen")["semuta"]["eligible"] is False
+    assert seat_view(state, "emperor")["semuta"]["can_take"] is True
+    assert seat_view(state, "harkonnen")["semuta"]["eligible"] is True
+    assert seat_view(state, "harkonnen")["semuta"]["can_take"] is False
     assert seat_view(state, "richese")["semuta"]["eligible"] is False  # the discarder
+    assert public_view(state)["response"]["waiting"] == ["emperor", "harkonnen"]
     public = public_view(state)
     assert public["semuta"] == {"event": box_event, "discarder": "richese",
                                 "cards": [{"id": BOX, "name": "Nullentropy Box",
@@ -87,11 +91,14 @@ def test_take_without_a_card_takes_the_only_one():
     assert BOX in tx.state.seat("emperor").hand
 
 
-def test_passing_closes_the_window_and_publishes_no_pass():
+def test_the_window_closes_when_every_seat_asked_has_passed_and_a_pass_is_public():
     state = after_box().state
-    tx = semuta(state, "pass")
+    first = semuta(state, "pass")
+    assert types(first) == ["SemutaPassed"]
+    # Everyone is asked, so a pass names nobody's cards.
+    assert first.events[0].public() == {"event": window(state).event, "seat": "emperor"}
+    tx = semuta(first.state, "pass", actor="harkonnen")
     assert types(tx) == ["SemutaPassed", "SemutaWindowClosed"]
-    assert tx.events[0].public() is None
     assert tx.state.control.response is None
     assert tx.state.discard[-1] == BOX and SEMUTA in tx.state.seat("emperor").hand
 
@@ -106,7 +113,7 @@ def test_semuta_never_claims_the_retrieved_card_nor_reruns_the_search():
     assert taken.search is None and "maula-pistol" in taken.seat("richese").hand
 
 
-def test_an_ordinary_discard_opens_a_window_for_other_holders_only():
+def test_an_ordinary_discard_opens_a_window_whoever_holds_semuta():
     state = state_of(with_semuta())
     tx = run(state, "harkonnen", {"type": "discard", "card": "chaumas"})
     assert types(tx) == ["CardDiscarded", "SemutaReactionQueued", "SemutaWindowOpened"]
@@ -114,24 +121,35 @@ def test_an_ordinary_discard_opens_a_window_for_other_holders_only():
     assert window(tx.state).data["cards"] == ["chaumas"]
     taken = semuta(tx.state, "take", "chaumas").state
     assert "chaumas" in taken.seat("emperor").hand
-    # The holder's own discard opens nothing.
+    # The holder's own discard opens one too (RULES 3.6: whether a window opens never
+    # tells the discarder who holds Semuta), where nobody can take.
     own = run(state, "emperor", {"type": "discard", "card": "karama-1"})
-    assert types(own) == ["CardDiscarded"]
+    assert types(own) == ["CardDiscarded", "SemutaReactionQueued", "SemutaWindowOpened"]
+    assert public_view(own.state)["response"]["waiting"] == ["richese", "harkonnen"]
+    assert not any(seat_view(own.state, f)["semuta"]["can_take"] for f in ("richese",
+                                                                          "harkonnen"))
 
 
-def test_no_window_without_a_free_holder():
-    for changes in ({"commitments": [{"card": SEMUTA, "kind": "battle_plan"}]},):
-        state = state_of(with_semuta(**changes))
+def test_a_committed_semuta_in_a_hand_still_opens_a_window():
+    state = state_of(with_semuta(commitments=[{"card": SEMUTA, "kind": "battle_plan"}]))
+    tx = run(state, "harkonnen", {"type": "discard", "card": "chaumas"})
+    assert types(tx)[-1] == "SemutaWindowOpened"
+    assert not seat_view(tx.state, "emperor")["semuta"]["can_take"]
+
+
+def test_no_window_while_semuta_is_publicly_out_of_reach():
+    in_cache = state_of(layout())  # the cache holds every cache card not placed
+    assert SEMUTA in in_cache.cache
+    in_pile = state_of(layout(discard=["shield-1", SEMUTA, "maula-pistol", "baliset"]))
+    removed = state_of(layout(removed=[SEMUTA]))
+    for state in (in_cache, in_pile, removed):
         assert types(run(state, "harkonnen", {"type": "discard", "card": "chaumas"})) == \
             ["CardDiscarded"]
-    plain = state_of(layout())
-    assert types(run(plain, "harkonnen", {"type": "discard", "card": "chaumas"})) == \
-        ["CardDiscarded"]
 
 
 @pytest.mark.parametrize(("why", "actor", "command", "expected"), [
     ("stale event", "emperor", {"event": "e99", "action": "pass"}, "stale_event"),
-    ("no semuta", "harkonnen", {"action": "pass"}, "not_eligible"),
+    ("no semuta", "harkonnen", {"action": "take", "card": BOX}, "not_eligible"),
     ("the discarder", "richese", {"action": "pass"}, "not_eligible"),
     ("card of another discard", "emperor", {"action": "take", "card": "shield-1"},
      "not_eligible"),
@@ -167,6 +185,7 @@ def test_a_second_discard_waits_for_the_open_window():
     queued_event = second.semuta["queue"][0]["event"]
     assert code(second, "emperor", {"type": "semuta", "event": queued_event,
                                     "action": "pass"}) == "stale_event"
+    second = semuta(second, "pass", actor="richese").state
     passed = semuta(second, "pass")
     assert types(passed) == ["SemutaPassed", "SemutaWindowClosed", "SemutaWindowOpened"]
     assert window(passed.state).event == queued_event
@@ -196,7 +215,7 @@ def test_a_search_suspends_the_window_and_restores_it_exactly():
     after = tx.state
     assert window(after).model_dump() == before  # restored, still open
     assert [w["data"]["cards"] for w in after.semuta["queue"]] == [[BOX]]  # the Box waits
-    passed = semuta(after, "pass").state
+    passed = semuta(semuta(after, "pass").state, "pass", actor="richese").state
     assert window(passed).data["cards"] == [BOX]
     assert BOX in semuta(passed, "take", BOX).state.seat("emperor").hand
 
@@ -205,11 +224,17 @@ def test_a_card_retrieved_during_the_suspension_cannot_be_taken():
     state = run(state_of(with_semuta()), "harkonnen",
                 {"type": "discard", "card": "chaumas"}).state
     tx = close_search(open_search(state), "chaumas")
-    # The restored window has nothing left to take: it closes, and the Box's opens.
-    assert types(tx)[-3:] == ["SemutaReactionQueued", "SemutaWindowClosed",
-                              "SemutaWindowOpened"]
-    assert window(tx.state).data["cards"] == [BOX]
-    assert "chaumas" in tx.state.seat("richese").hand
+    # The restored window stays open: that its card left the pile is the searcher's
+    # secret (RULES 3.4). The Box's window waits behind it.
+    assert types(tx)[-1] == "SemutaReactionQueued"
+    restored = tx.state
+    assert window(restored).data["cards"] == ["chaumas"]
+    assert public_view(restored)["semuta"]["cards"][0]["id"] == "chaumas"
+    assert code(restored, "emperor", {"type": "semuta", "event": window(restored).event,
+                                      "action": "take", "card": "chaumas"}) == "stale_event"
+    passed = semuta(semuta(restored, "pass").state, "pass", actor="richese").state
+    assert window(passed).data["cards"] == [BOX]
+    assert "chaumas" in passed.seat("richese").hand
 
 
 def test_the_truthtrance_discard_waits_for_the_answer():
