@@ -15,7 +15,6 @@ the CLI gives, never the framework's 422. The response models in
 from __future__ import annotations
 
 import asyncio
-import importlib
 import ipaddress
 import logging
 import os
@@ -434,14 +433,13 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     @api.get("/keys", summary="the public signing key", response_model=m.PublicKey,
              responses={503: errors[503]})
     async def keys() -> Response:
-        try:
-            module = importlib.import_module("infrastructure.keys")
-        except ImportError:
-            module = None
-        public_key = getattr(module, "public_key", None)
-        if public_key is None:
+        from infrastructure.keys import public_key_info
+
+        # The key this app signs with (its key file), as `keys show` prints it.
+        path = getattr(app().signer, "path", None)
+        if path is None:
             raise Refused("not_configured", "this server has no signing key configured")
-        return JSONResponse(await run_in_threadpool(public_key))
+        return JSONResponse(await run_in_threadpool(public_key_info, path, create=True))
 
     @api.post("/rooms", status_code=201, summary="create a room from a layout",
               response_model=m.CreatedRoom, responses=errors,

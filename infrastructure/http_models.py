@@ -210,8 +210,15 @@ class Health(BaseModel):
     ok: bool
 
 
-class PublicKey(Open):
-    """The server's public signing key (INTERFACE "Audit")."""
+class PublicKey(BaseModel):
+    """The server's public signing key (INTERFACE "Audit"), as `keys show` prints it."""
+
+    algorithm: str
+    public_key: str  # base64 of the raw Ed25519 public key
+    pem: str
+    retired_public_keys: list[str]
+    encryption_at_rest: bool
+    signs: str
 
 
 # A layout and a command of each kind, for the /docs page.
