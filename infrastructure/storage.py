@@ -337,11 +337,16 @@ def private_files(path: str) -> None:
     cards are in it, encrypted or not."""
     if path == ":memory:" or path.startswith("file:"):
         return
-    try:
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-    except IsADirectoryError:
+    if os.path.isdir(path):
         raise UsageError(f"the database '{path}' cannot be used: it is a directory "
-                         "(give a file: sqlite:///PATH)") from None
+                         "(give a file: sqlite:///PATH)")
+    try:
+        # Only a missing file is opened here: closing any descriptor of a database file
+        # drops every POSIX lock this process holds on it, so opening an existing one
+        # that another connection of this process uses would let writers corrupt it.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
     except OSError as e:
         raise UsageError(f"cannot open the database '{path}': {e.strerror}: give --db a file "
                          "in a directory that exists and that this user may write") from None
