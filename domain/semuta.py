@@ -179,6 +179,8 @@ class SemutaPassed(Event):
         w = state.control.response
         assert w is not None and w.kind == KIND and w.event == self.event
         w.data["passed"] = [*w.data["passed"], self.seat]
+        if self.hidden:  # a view never shows it either
+            w.data["hidden_passes"] = [*w.data.get("hidden_passes", []), self.seat]
 
     def public(self) -> dict[str, Any] | None:
         return None if self.hidden else {"event": self.event, "seat": self.seat}

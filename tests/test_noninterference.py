@@ -592,8 +592,11 @@ def test_a_stream_recorded_before_issue_17_replays_with_its_meaning():
     assert records[3].fact.claimed is False  # type: ignore[attr-defined]
     assert record(state, "karama-2").claimed is True  # type: ignore[union-attr]
     assert "karama-2" in state.seat("richese").hand
-    # A v1 pass was private (only the holder could pass): it stays out of the log.
+    # A v1 pass was private (only the holder could pass): it stays out of the log, and
+    # out of the view of a window still open.
     assert records[10].fact.public() is None
+    before_close = replay(r.fact for r in records[:11])
+    assert views.public_view(before_close)["response"]["passes"] == []
     # A v1 offer stays where it was recorded, and is shown as the room's response.
     assert state.gift is not None and state.control.response is None
     w = offer_of(state)
