@@ -186,6 +186,10 @@ def purchase(tx: Tx, buyer: str) -> None:
 
     Only the buyer's own free spice counts: no ally payment, no auction aid,
     and spice reserved elsewhere is not free.
+
+    Public by the rules themselves (RULES 7): the purchase is automatic, so whether it
+    happened (PurchasePaid or AmbassadorNoEffect) shows that the buyer could pay; which
+    condition failed is never said.
     """
     state = tx.state
     entry = entry_of(state)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from domain.catalog import is_box as _is_box
 from domain.state import Control, RoomState, Search
 
 EVENT_TYPES: dict[str, type[Event]] = {}
@@ -143,6 +144,8 @@ class CardDiscarded(Event):
     def apply(self, state: RoomState) -> None:
         state.seat(self.seat).hand.remove(self.card)
         state.discard.append(self.card)
+        if self.card in state.pile_unseen:
+            state.pile_unseen.remove(self.card)
 
     def public(self) -> dict[str, Any]:
         # A discard is played face up: the card is public from now on.
@@ -217,6 +220,10 @@ class SearchOpened(Event):
     def apply(self, state: RoomState) -> None:
         from domain.state import Decision  # local: keeps the import list short
 
+        # Any card of the pile but a Box may leave it unseen (derived, not stored).
+        seen = set(state.pile_unseen)
+        state.pile_unseen += [cid for cid in self.discard if cid not in seen
+                              and not _is_box(cid)]
         state.search = Search(
             event=self.search,
             owner=self.owner,

@@ -85,9 +85,12 @@ def eligible(state: RoomState, window: ResponseWindow, faction: str) -> bool:
 
 
 def in_reach(state: RoomState) -> bool:
-    """Whether a Semuta Drug may be in a hand: it is not publicly out of reach."""
-    return any(is_semuta(cid) for cid in state.deck) or any(
-        is_semuta(cid) for s in state.seats for cid in s.hand)
+    """Whether a Semuta Drug may be in a hand by public knowledge: in the deck or a
+    hand, or in the pile since a Box search could have taken it unseen. Out of reach:
+    the cache, removed, or seen face up in the pile since the last such search."""
+    return (any(is_semuta(cid) for cid in state.deck)
+            or any(is_semuta(cid) for s in state.seats for cid in s.hand)
+            or any(is_semuta(cid) for cid in state.pile_unseen if cid in state.discard))
 
 
 def close(tx: Tx, window: ResponseWindow) -> None:
@@ -176,6 +179,8 @@ class SemutaPassed(Event):
         w = state.control.response
         assert w is not None and w.kind == KIND and w.event == self.event
         w.data["passed"] = [*w.data["passed"], self.seat]
+        if self.hidden:  # a view never shows it either
+            w.data["hidden_passes"] = [*w.data.get("hidden_passes", []), self.seat]
 
     def public(self) -> dict[str, Any] | None:
         return None if self.hidden else {"event": self.event, "seat": self.seat}

@@ -167,6 +167,9 @@ class RoomState(Model):
     truthtrance: dict[str, Any] | None = None
     gift: dict[str, Any] | None = None  # only an offer recorded before gifts were responses
     semuta: dict[str, Any] | None = None
+    # Pile cards a Box search could have taken since they were last seen face up: where
+    # they are is no longer public (RULES 3.6 reads it for "publicly out of reach").
+    pile_unseen: list[str] = Field(default_factory=list)
     # Seconds a response or Semuta window waits before the worker closes it (0: no deadline).
     response_seconds: int = 30
     version: int = 0  # the version of the last applied event

@@ -43,7 +43,9 @@ def public_response(w: ResponseWindow | None, state: RoomState) -> dict[str, Any
     and its deadline: all public, all from public facts."""
     if w is None:
         return None
-    passes = w.data.get("passed", []) if w.kind == "semuta" else w.passes
+    passes = w.passes
+    if w.kind == "semuta":
+        passes = [f for f in w.data.get("passed", []) if f not in w.data.get("hidden_passes", [])]
     return {"kind": w.kind, "event": w.event, "passes": list(passes),
             "waiting": waiting(state, w) if w.kind in KINDS else [],
             "deadline": w.deadline, **w.data.get("public", {})}

@@ -33,9 +33,10 @@ def close_search(state: RoomState, card: str | None = None) -> Tx:
 
 
 def without_search(state: RoomState) -> dict[str, Any]:
-    """The state dump minus what a search legitimately changes (fee, pile, hand)."""
+    """The state dump minus what a search legitimately changes (fee, pile, hand, which
+    pile cards the public saw last)."""
     dump = snapshot(state)
-    for key in ("bank", "discard", "version", "search"):
+    for key in ("bank", "discard", "version", "search", "pile_unseen"):
         dump.pop(key)
     for seat in dump["seats"]:
         seat.pop("hand")
