@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from application.rooms import RoomsApp, room_uuid
+from infrastructure import observability
 from projections.store import PUBLIC
 
 log = logging.getLogger("dune_ledger.watch")
@@ -67,12 +68,14 @@ class RoomWatch:
             self.rooms[room] = watched
             await asyncio.to_thread(self._refresh, [room])
         watched.streams += 1
+        observability.stream_opened()
         return watched
 
     def leave(self, room: str) -> None:
         watched = self.rooms.get(room)
         if watched is not None:
             watched.streams -= 1
+            observability.stream_closed()
             if watched.streams <= 0:
                 del self.rooms[room]
 
