@@ -153,6 +153,13 @@ def instrument(app: Any) -> Any:
         return result
 
     app.execute = observed
+    close = app.close
+
+    def closed() -> None:  # a closed app's store reports no lag
+        _watched.discard(app)
+        close()
+
+    app.close = closed
     _watched.add(app)
     return app
 

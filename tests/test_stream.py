@@ -95,7 +95,7 @@ def test_the_stream_sends_the_view_then_every_change_and_resumes(server: Server)
         assert first["event"] == "view" and first["id"] == "1"
         view = orjson.loads(first["data"])
         assert view["seat"] == "richese" and view["version"] == 1
-        metrics = httpx.get(f"{server.base}/metrics", headers=auth(ADMIN)).text
+        metrics = httpx.get(f"{server.base}/metrics", headers=auth(ADMIN), timeout=20).text
         gauge = next(line for line in metrics.splitlines()
                      if line.startswith("dune_ledger_open_streams "))
         assert float(gauge.split()[1]) >= 1  # this stream, open now
