@@ -77,7 +77,8 @@ AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
                    "room TEXT PRIMARY KEY, seats TEXT NOT NULL, due INTEGER NOT NULL)")
 
 # The read models' schema: bump it when their tables or what a projector writes change.
-READ_MODEL_VERSION = 1
+# 2: the views of issue 17 (a gift offer is a response window; deadlines; actions).
+READ_MODEL_VERSION = 2
 TABLES = ("dl_projection_tracking", "dl_public_log", "dl_seat_views", *ROOMS.values(),
           "dl_autopilot_rooms")
 
