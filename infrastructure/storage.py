@@ -338,7 +338,15 @@ def private_files(path: str) -> None:
     if path == ":memory:" or path.startswith("file:"):
         return
     try:
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        # Only a file that is not there yet is opened here: closing a descriptor of a
+        # database this process already has open drops every POSIX lock SQLite holds
+        # on it, and another process may then checkpoint and delete the WAL under
+        # this one's connections ("database disk image is malformed").
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        if os.path.isdir(path):
+            raise UsageError(f"the database '{path}' cannot be used: it is a directory "
+                             "(give a file: sqlite:///PATH)") from None
     except IsADirectoryError:
         raise UsageError(f"the database '{path}' cannot be used: it is a directory "
                          "(give a file: sqlite:///PATH)") from None
