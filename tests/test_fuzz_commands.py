@@ -477,9 +477,6 @@ def test_a_mangled_layout_is_a_room_or_a_layout_error(data):
 # --- found by the fuzz -------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="domain: a Semuta window suspended by a Box search "
-                   "closes by itself when the search takes its card, so the public learns "
-                   "the private selection (RULES 3.4, 7)")
 def test_a_search_selection_does_not_tell_whether_a_semuta_window_closes():
     """RULES 7: the events a command appends depend in number and type only on public
     information. Emperor discards chaumas (Harkonnen's Semuta window opens), Richese
