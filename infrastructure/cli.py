@@ -27,6 +27,7 @@ from domain.catalog import EXPANSIONS, FACTIONS, room_cards
 from domain.errors import LayoutError, Rejection
 from infrastructure import observability, strict_json
 from infrastructure.storage import DEFAULT_URL, UsageError, open_rooms
+from projections.store import ReadModelsTooNew
 
 PROG = "dune-ledger"
 
@@ -692,6 +693,9 @@ def main(argv: list[str] | None = None) -> int:
             print(e.message, file=sys.stderr)
         code = e.code
     except UsageError as e:
+        print(str(e), file=sys.stderr)
+        code = 2
+    except ReadModelsTooNew as e:
         print(str(e), file=sys.stderr)
         code = 2
     except KeyboardInterrupt:

@@ -98,6 +98,18 @@ class TextFormatter(logging.Formatter):
         return text
 
 
+class StderrHandler(logging.Handler):
+    """Writes to whatever `sys.stderr` is when a line is written (as logging's own
+    last-resort handler does), not to the stream that was stderr when it was made."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:
+            self.handleError(record)
+
+
 def configure_logging(stream: Any = None, default_level: str = "INFO") -> None:
     """Send the `dune_ledger` loggers to stderr, as the settings say (`default_level`
     when DUNE_LEDGER_LOG_LEVEL is unset: the CLI's one-shot commands log only
@@ -107,7 +119,8 @@ def configure_logging(stream: Any = None, default_level: str = "INFO") -> None:
         fmt, level = configured_format(), configured_level(default_level)
     except ValueError:
         fmt, level = "text", int(getattr(logging, default_level))
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler: logging.Handler = (logging.StreamHandler(stream) if stream is not None
+                                else StderrHandler())
     handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
     log.handlers[:] = [handler]
     log.setLevel(level)

@@ -341,9 +341,10 @@ def private_files(path: str) -> None:
         raise UsageError(f"the database '{path}' cannot be used: it is a directory "
                          "(give a file: sqlite:///PATH)")
     try:
-        # Only a missing file is opened here: closing any descriptor of a database file
-        # drops every POSIX lock this process holds on it, so opening an existing one
-        # that another connection of this process uses would let writers corrupt it.
+        # Only a file that is not there yet is opened here: closing a descriptor of a
+        # database this process already has open drops every POSIX lock SQLite holds
+        # on it, and another process may then checkpoint and delete the WAL under
+        # this one's connections ("database disk image is malformed").
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         pass

@@ -77,9 +77,14 @@ AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
                    "room TEXT PRIMARY KEY, seats TEXT NOT NULL, due INTEGER NOT NULL)")
 
 # The read models' schema: bump it when their tables or what a projector writes change.
-READ_MODEL_VERSION = 1
+# 2: the views of issue 17 (a gift offer is a response window; deadlines; actions).
+READ_MODEL_VERSION = 2
 TABLES = ("dl_projection_tracking", "dl_public_log", "dl_seat_views", *ROOMS.values(),
           "dl_autopilot_rooms")
+
+
+class ReadModelsTooNew(RuntimeError):
+    """The read-model tables were made by a newer version of dune-ledger."""
 
 
 def upgrade_schema(c: Any, mark: str, had_tables: bool) -> int | None:
@@ -92,6 +97,12 @@ def upgrade_schema(c: Any, mark: str, had_tables: bool) -> int | None:
     found = None if row is None else int(row["v"])
     if found == READ_MODEL_VERSION:
         return None
+    if found is not None and found > READ_MODEL_VERSION:
+        # Dropping them would have two versions rebuild each other's tables for ever.
+        raise ReadModelsTooNew(
+            f"the read models are of schema version {found}, made by a newer dune-ledger "
+            f"than this one ({READ_MODEL_VERSION}): run the newer version (stop every "
+            "process of this one before an upgrade: docs/operations.md)")
     for table in TABLES:
         c.execute(f"DROP TABLE IF EXISTS {table}")
     c.execute("DELETE FROM dl_schema")
@@ -538,14 +549,19 @@ class SQLiteStore(SQLStore):
             self.conn.execute("PRAGMA journal_mode=WAL")
             c = self.conn.cursor()
             c.execute("BEGIN IMMEDIATE")
-            had = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                            "AND name = 'dl_projection_tracking'").fetchone() is not None
-            self.rebuilt_from = upgrade_schema(c, self.mark, had)
-            for statement in SCHEMA:
-                c.execute(statement)
-            existed = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                "AND name = 'dl_autopilot_rooms'").fetchone() is not None
-            create_autopilot_index(c, existed, self.mark, self.sealer)
+            try:
+                had = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                "AND name = 'dl_projection_tracking'").fetchone() is not None
+                self.rebuilt_from = upgrade_schema(c, self.mark, had)
+                for statement in SCHEMA:
+                    c.execute(statement)
+                existed = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                    "AND name = 'dl_autopilot_rooms'").fetchone() is not None
+                create_autopilot_index(c, existed, self.mark, self.sealer)
+            except BaseException:  # the lock and the connection go with the failure
+                self.conn.rollback()
+                self.conn.close()
+                raise
             self.conn.commit()
 
     @contextmanager

@@ -11,7 +11,7 @@ cancel, a decline on a worm, a Bene Gesserit copy, a purchase with no effect,
 a cohort drawn anew), so that every stored event type appears at least once;
 the script fails naming any type that does not. `LABEL.jsonl` is the export
 (`dune-ledger export --all`); `LABEL.expected.json` records, room by room, the
-audit's `state_hash` and event count, the public view, the public log and
+audit's `state_hash`, the state it hashes and the event count, the public view, the public log and
 every seat's view, as this version shows them; `LABEL.key` is the key file
 that signed it (a test key, made for the corpus: the importing store must
 sign with the same key). `tests/test_golden.py`
@@ -28,6 +28,7 @@ import io
 import sys
 import tempfile
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -157,8 +158,11 @@ def semuta(app: RoomsApp) -> str:
 def semuta_passed(app: RoomsApp) -> str:
     room = app.create_room(staged(emperor=["karama-1", "semuta-drug"]))["room"]
     ok(app, room, "harkonnen", {"type": "discard", "card": "chaumas"})
-    window = app.public_view(room)["semuta"]["event"]
-    ok(app, room, "emperor", {"type": "semuta", "event": window, "action": "pass"})
+    # Every seat the window waits for passes (who holds Semuta is not public).
+    while (window := app.public_view(room)["response"]) is not None:
+        for seat in window["waiting"]:
+            ok(app, room, seat, {"type": "semuta", "event": window["event"],
+                                 "action": "pass"})
     return room
 
 
@@ -206,6 +210,22 @@ def ambassador_cohort(app: RoomsApp) -> str:
     return room
 
 
+def window_deadline(app: RoomsApp) -> str:
+    """The Emperor's income window left to its deadline: the worker closes it."""
+    room = app.create_room(orjson.loads(orjson.dumps(AMBASSADOR_LAYOUT)))["room"]
+    entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
+                                         "via": "shipment"})
+    ok(app, room, "ecaz", {"type": "ambassador_decide",
+                           "event": event_of(entered, "AmbassadorOffered"), "trigger": True,
+                           "beneficiary": "harkonnen"})
+    later = datetime.now(UTC) + timedelta(hours=1)
+    closed = app.close_expired(room, later)
+    if closed is None or not closed["ok"]:
+        raise SystemExit(f"the window's deadline did not close it: {closed}")
+    pass_every_window(app, room)
+    return room
+
+
 def ambassador_flows(app: RoomsApp) -> str:
     """A decline on a worm, a Bene Gesserit copy of the Richese token, and a purchase
     with no effect."""
@@ -241,7 +261,7 @@ def ambassador_flows(app: RoomsApp) -> str:
 
 
 PLAYS: list[Play] = [box_room, gifts_and_distrans, truthtrance, guild, semuta, semuta_passed,
-                     ambassador_purchase, ambassador_cohort, ambassador_flows]
+                     ambassador_purchase, ambassador_cohort, ambassador_flows, window_deadline]
 
 
 def seen(app: RoomsApp, room: str) -> dict[str, Any]:
@@ -252,6 +272,7 @@ def seen(app: RoomsApp, room: str) -> dict[str, Any]:
     public = app.public_view(room)
     seats = [s["faction"] for s in public["seats"]]
     return {"state_hash": report["state_hash"], "events": report["events"],
+            "state": app.load(room).state.model_dump(mode="json"),
             "public": public, "log": app.public_log(room),
             "views": {seat: app.seat_view(room, seat) for seat in seats}}
 
@@ -274,10 +295,18 @@ def main() -> int:
         out = io.BytesIO()
         export_rooms(app, rooms, out)
         types = {orjson.loads(line)["type"] for line in out.getvalue().splitlines()}
-        missing = sorted({name for name, cls in EVENT_TYPES.items()
-                          if cls.__module__.startswith("domain.")} - types)
+        # A type the rules no longer emit (kept to replay old streams) is covered by the
+        # corpus of a version that did.
+        older = {orjson.loads(line)["type"] for old in GOLDEN.glob("*.jsonl")
+                 if old != corpus for line in old.read_bytes().splitlines()}
+        domain = {name for name, cls in EVENT_TYPES.items()
+                  if cls.__module__.startswith("domain.")}
+        missing = sorted(domain - types - older)
         if missing:
             raise SystemExit(f"the corpus has no {', '.join(missing)}: add a play for each")
+        if domain - types:
+            print(f"only in older corpora: {', '.join(sorted(domain - types))}",
+                  file=sys.stderr)
         record = {"label": args.label, "event_types": sorted(types),
                   "rooms": {room: seen(app, room) for room in rooms}}
     corpus.write_bytes(out.getvalue())

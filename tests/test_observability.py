@@ -4,6 +4,7 @@ an operator scrapes."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -15,6 +16,20 @@ from domain.catalog import room_cards
 from infrastructure import observability
 from infrastructure.storage import open_rooms
 from tests.support import layout
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Only this test's apps report their lag; the loggers as they were, afterwards."""
+    import logging
+    import weakref
+
+    monkeypatch.setattr(observability, "_watched", weakref.WeakSet())
+    logger = logging.getLogger("dune_ledger")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    yield
+    logger.handlers[:], logger.propagate = handlers, propagate
+    logger.setLevel(level)
 
 
 def sample(name: str, **labels: str) -> float:

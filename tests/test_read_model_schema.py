@@ -90,3 +90,22 @@ def test_tables_of_another_schema_version_are_rebuilt_by_themselves(store, logge
     with open_rooms(url) as app:
         assert app.seat_view(room, "emperor") == view
     assert "rebuilding" not in logged.getvalue()[before:]
+
+
+def test_an_older_version_refuses_the_read_models_of_a_newer_one(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'rooms.db'}"
+    played(url)
+    with sqlite3.connect(tmp_path / "rooms.db") as db:
+        db.execute(f"UPDATE dl_schema SET version = {READ_MODEL_VERSION + 1}")
+    from projections.store import ReadModelsTooNew
+
+    with pytest.raises(ReadModelsTooNew, match="newer"):
+        open_rooms(url)
+    with sqlite3.connect(tmp_path / "rooms.db") as db:  # nothing was dropped
+        assert db.execute("SELECT count(*) FROM dl_seat_views").fetchone()[0] > 0
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", url, "room",
+                           "log", "x"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "newer" in done.stderr and "Traceback" not in done.stderr
