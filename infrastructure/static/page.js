@@ -455,7 +455,10 @@
   }
 
   function renderGift(answer) {
-    const g = view.gift;
+    // The open offer is the room's response window of kind gift (RULES 5); older
+    // views kept it under `gift`.
+    const w = view.response;
+    const g = view.gift || (w && w.kind === 'gift' ? w : null);
     if (!g && !answer.length) return fill('gift');
     const what = g && g.card ? g.card.name : 'a card';
     fill('gift',
