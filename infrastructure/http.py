@@ -45,6 +45,7 @@ from domain.commands import AnyCommand
 from domain.errors import LayoutError, Rejection
 from domain.layout import Layout
 from infrastructure import http_models as m
+from infrastructure import observability
 from infrastructure.page import router as page_router
 from infrastructure.storage import UsageError
 from infrastructure.strict_json import JSONInputError, loads
@@ -586,6 +587,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
             report = await run_in_threadpool(audit_room, app(), room)
         except Rejection as r:
             raise Refused(r.code, r.message) from None
+        observability.audited(report)
         return JSONResponse(report)
 
     # /metrics: prometheus-client's own app on the default registry (the metrics are

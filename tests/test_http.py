@@ -107,9 +107,16 @@ def test_a_search_end_to_end_over_http(client: TestClient, rooms: RoomsApp) -> N
 
     logged = client.get(f"/rooms/{room}/log", headers=auth(tokens["emperor"])).json()
     assert [e["type"] for e in logged][:3] == ["RoomCreated", "FeePaid", "SearchOpened"]
+    from prometheus_client import REGISTRY
+
+    def audits() -> float:
+        return REGISTRY.get_sample_value("dune_ledger_audits_total", {"result": "ok"}) or 0.0
+
+    before = audits()
     audited = client.get(f"/rooms/{room}/audit", headers=auth(ADMIN))
     assert audited.status_code == 200 and audited.json()["ok"]
     assert audited.json()["version"] == version(rooms, room)
+    assert audits() == before + 1  # the metrics count the audits the API runs
 
 
 def test_seat_tokens_are_stored_only_as_hashes(client: TestClient, rooms: RoomsApp) -> None:
