@@ -14,7 +14,7 @@ PostgreSQL database), creates the rooms, and opens the streams from this process
    stream of that room the time from sending the command until its `view` event
    with the new version arrived; the median and p99 over every (command, stream).
 
-Loopback only; every wait is bounded. Figures: docs/benchmarks-stream.md.
+Loopback only; every wait is bounded. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 Starts `dune-ledger serve` on a throwaway database on 127.0.0.1, creates a room,
 reads a view, drops the database under the server (`DROP DATABASE ... WITH
 (FORCE)`), then times /readyz, a view, a command and a view again. Each should
-be a 503 within 2 s. Figures: docs/benchmarks-stream.md.
+be a 503 within 2 s. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 Fills a fresh SQLite file (draws and discards), starts `dune-ledger projections
 rebuild` on it in another process, and reads one seat's view in a loop until the
 rebuild ends; prints the number of reads and the slowest. A read catches up for
-0.25 s at most, then folds its own room. Figures: docs/benchmarks-stream.md.
+0.25 s at most, then folds its own room. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
