@@ -433,13 +433,13 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
+    from infrastructure.demo import DEMO_URL
     from infrastructure.page import serve_table
 
-    if not 0 < args.port < 65536:
-        raise Exit(2, "--port must be between 1 and 65535")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         raise Exit(2, "the demo table serves only on a loopback address (127.0.0.1, ::1)")
-    return serve_table(store_url(args), args.host, args.port)
+    # The demo's own file, as `demo` uses: never the operator's rooms unless --db says so.
+    return serve_table(args.db or DEMO_URL, args.host, args.port)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
