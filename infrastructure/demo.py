@@ -7,6 +7,8 @@ as JSON with `--json`), so that a new scene is added to the play alone.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -102,11 +104,23 @@ def print_summary(t: Transcript, url: str, out: TextIO = sys.stdout) -> None:
               f"audit {verdict}", file=out)
     first = t.rooms[0].room
     db = f"--db {url} "
+    me = program()
     print("Next:", file=out)
-    print(f"  dune-ledger {db}room log {first}", file=out)
-    print(f"  dune-ledger {db}room view {first} --as richese", file=out)
-    print(f"  dune-ledger {db}audit {first}", file=out)
-    print("  dune-ledger demo --json   (every scene: commands, views, logs, audits)", file=out)
+    print(f"  {me} {db}room log {first}", file=out)
+    print(f"  {me} {db}room view {first} --as richese", file=out)
+    print(f"  {me} {db}audit {first}", file=out)
+    print(f"  {me} demo --json   (every scene: commands, views, logs, audits)", file=out)
+
+
+def program() -> str:
+    """How to run this command again as typed: `dune-ledger` when it is on the PATH,
+    else the path it was started by (`.venv/bin/dune-ledger` on a fresh clone)."""
+    if shutil.which("dune-ledger"):
+        return "dune-ledger"
+    started = sys.argv[0]
+    if os.path.basename(started) == "dune-ledger" and os.path.exists(started):
+        return os.path.relpath(started)
+    return "dune-ledger"
 
 
 def play_box_room(app: RoomsApp, t: Transcript) -> None:
