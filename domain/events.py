@@ -75,6 +75,17 @@ class Event(BaseModel):
         return self.type
 
 
+class DeadlineSinceV2:
+    """For the window events that gained a `deadline` in schema version 2 (RULES 4.4):
+    a window stored at version 1 had none."""
+
+    @classmethod
+    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
+        if from_version == 1:
+            return {**data, "deadline": None}
+        return super().upcast(data, from_version)  # type: ignore[misc]
+
+
 # --- the room -------------------------------------------------------------
 
 
@@ -313,19 +324,13 @@ class BoxDiscarded(Event):
         return f"{self.seat} discarded {self.card} on top of the discard pile"
 
 
-class SearchClosed(Event):
+class SearchClosed(DeadlineSinceV2, Event):
     """The search ended: the control it suspended is restored exactly. v2: a
     suspended window's new deadline, its remaining time from now (v1: none)."""
 
     schema_version = 2
     search: str
     deadline: str | None
-
-    @classmethod
-    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
-        if from_version == 1:
-            return {**data, "deadline": None}
-        return super().upcast(data, from_version)
 
     def apply(self, state: RoomState) -> None:
         assert state.search is not None and state.search.event == self.search

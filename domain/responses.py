@@ -27,7 +27,7 @@ from domain import commands as c
 from domain.catalog import CARDS
 from domain.custody import check_own_card, discard_card, offered_card
 from domain.errors import Rejection
-from domain.events import Event
+from domain.events import DeadlineSinceV2, Event
 from domain.randomness import Randomness
 from domain.rules import SYSTEM, SYSTEM_COMMANDS, Tx, continuation, decide, handles
 from domain.state import ResponseWindow, RoomState
@@ -211,7 +211,7 @@ def window_deadline(tx: Tx, actor: str, cmd: WindowDeadline) -> None:
 # --- events -----------------------------------------------------------------------
 
 
-class ResponseWindowOpened(Event):
+class ResponseWindowOpened(DeadlineSinceV2, Event):
     """v2: the window's deadline (v1 windows had none)."""
 
     schema_version = 2
@@ -221,12 +221,6 @@ class ResponseWindowOpened(Event):
     phase: int
     data: dict[str, Any]
     deadline: str | None
-
-    @classmethod
-    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
-        if from_version == 1:
-            return {**data, "deadline": None}
-        return super().upcast(data, from_version)
 
     def apply(self, state: RoomState) -> None:
         state.control.response = ResponseWindow(

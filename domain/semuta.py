@@ -35,7 +35,7 @@ from domain import commands as c
 from domain.catalog import CARDS
 from domain.custody import check_own_card, discard_card
 from domain.errors import Rejection
-from domain.events import Event
+from domain.events import DeadlineSinceV2, Event
 from domain.responses import WindowKind, holding_cards, register
 from domain.rules import Tx, continuation, handles
 from domain.state import ResponseWindow, RoomState
@@ -131,19 +131,13 @@ class SemutaReactionQueued(Event):
         return f"Semuta may react to {self.discarder}'s discard"
 
 
-class SemutaWindowOpened(Event):
+class SemutaWindowOpened(DeadlineSinceV2, Event):
     """The response slot is free: the oldest waiting Semuta window opens. v2: with
     its deadline (v1 windows had none)."""
 
     schema_version = 2
     event: str
     deadline: str | None
-
-    @classmethod
-    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
-        if from_version == 1:
-            return {**data, "deadline": None}
-        return super().upcast(data, from_version)
 
     def apply(self, state: RoomState) -> None:
         waiting = queue(state)
