@@ -1,6 +1,6 @@
 """Session fixtures: a throwaway PostgreSQL database on the real server.
 
-The server is the one `.ci/run` starts (127.0.0.1:5432, user postgres, trust
+The server is the one `scripts/services` starts (127.0.0.1:5432, user postgres, trust
 authentication); `DUNE_LEDGER_TEST_PG` names another maintenance URL. Each
 run creates `dl_test_<random>` and drops it at the end, so runs never see
 each other's rooms. Nothing here mocks the database.
@@ -41,7 +41,7 @@ def database(prefix: str) -> Iterator[str]:
         with throwaway_database(ADMIN_URL, prefix) as url:
             yield url
     except psycopg.OperationalError as e:
-        pytest.fail(f"PostgreSQL is not reachable at {ADMIN_URL} (.ci/run starts it): {e}")
+        pytest.fail(f"PostgreSQL is not reachable at {ADMIN_URL} (scripts/services starts it): {e}")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -35,7 +35,7 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 playwright_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     if os.environ.get("CI"):
-        raise RuntimeError(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+        raise RuntimeError(f"{CHROMIUM} is missing: scripts/services installs Debian's chromium")
     pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)", allow_module_level=True)
 
 Page = Any  # playwright's Page: its types are not worth a stub package here
