@@ -213,7 +213,8 @@ def plausible(draw: st.DrawFn, state: RoomState, seat: str) -> dict[str, Any]:
     anything = st.sampled_from(ALL_CARDS)
     card = draw(st.one_of(mine, mine, mine, anything))
     event = draw(st.sampled_from(events_of(state)))
-    target = draw(st.sampled_from(others))
+    # Mostly a seated faction; sometimes one with no seat in this room.
+    target = draw(st.sampled_from(others) | st.sampled_from(others) | st.sampled_from(FACTIONS))
     kind = draw(st.sampled_from(sorted(COMMAND_TYPES)))
     if state.search is not None and state.search.owner == seat and draw(st.integers(0, 2)):
         kind = "select_card"
