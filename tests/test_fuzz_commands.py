@@ -506,8 +506,6 @@ def layout_for_semuta() -> dict[str, Any]:
     return raw
 
 
-@pytest.mark.xfail(strict=True, reason="application: `room at` a version inside an append "
-                   "shows that version, not the state after the append (INTERFACE, RULES 7)")
 def test_room_at_a_version_inside_an_append_shows_the_end_of_the_append():
     """Emperor's discard appends CardDiscarded, SemutaReactionQueued, SemutaWindowOpened
     (versions 2 to 4): every version of them reads as version 4."""
