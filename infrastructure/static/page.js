@@ -123,7 +123,7 @@
     for (const entry of entries) {
       if (entry.seq <= lastSeq) continue;
       lastSeq = entry.seq;
-      list.append(h('li', { 'data-seq': entry.seq },
+      list.append(h('li', { 'data-seq': entry.seq, value: entry.seq },
         h('span', { class: 'seq', text: 'v' + entry.version }), ' ', entry.text));
     }
     while (list.children.length > 300) list.firstElementChild.remove();
