@@ -46,6 +46,10 @@ Action = dict[str, Any]
 PROFILES: tuple[str, ...] = ("easy", "medium", "hard", "brutal")
 QUESTION = {"kind": "text", "min_length": 1, "max_length": 500}
 TERRITORY = {"kind": "text", "min_length": 1, "max_length": 64}
+# The profiles a seat may switch to, by its current one (None: off).
+PROFILE_CHOICES: dict[str | None, dict[str, Any]] = {
+    current: {"kind": "choice", "options": [p for p in PROFILES if p != current]}
+    for current in (None, *PROFILES)}
 VIA = {"kind": "choice", "options": ["shipment", "movement", "worm"]}
 COST_CARD = {"kind": "card", "of": "an unstopped shipping-cost record"}
 
@@ -133,7 +137,8 @@ def _command(action: Action, free: dict[str, Any]) -> c.Command:
     """The command an action stands for. Built without validation: every field comes
     from the state or from `_sample`, and the handler reads only those fields."""
     values = tuple(action.values())
-    key = (values if "promise" not in action else repr(values), repr(free) if free else None)
+    key = (values if "promise" not in action else repr(values),
+           tuple((name, _probe_value(spec)) for name, spec in free.items()) if free else None)
     built = _BUILT.get(key)
     if built is not None:
         return built
@@ -146,6 +151,14 @@ def _command(action: Action, free: dict[str, Any]) -> c.Command:
         _BUILT.clear()
     _BUILT[key] = built
     return built
+
+
+def _probe_value(spec: dict[str, Any]) -> Any:
+    """What `_sample` makes of a free field, as a key: its kind and what it varies by."""
+    kind = spec["kind"]
+    if kind == "choice":
+        return kind, spec["options"][0]
+    return kind, spec.get("max")
 
 
 def _sample(free: dict[str, Any]) -> dict[str, Any]:
@@ -193,9 +206,7 @@ def _candidates(state: RoomState, me: str) -> Iterator[Candidate]:
     # Seat control: accepted at any time (RULES 3.7).
     if seat.autopilot is not None:
         yield {"type": "set_autopilot", "enabled": False}, none
-    yield ({"type": "set_autopilot", "enabled": True},
-           {"profile": {"kind": "choice",
-                        "options": [p for p in PROFILES if p != seat.autopilot]}})
+    yield {"type": "set_autopilot", "enabled": True}, {"profile": PROFILE_CHOICES[seat.autopilot]}
     if search is not None:
         return  # the search lock refuses everything else (RULES 3.3)
 

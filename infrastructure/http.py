@@ -536,11 +536,23 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         watching = await watch()
         watched = await watching.join(key)
 
+        given = token if token and "authorization" not in request.headers else bearer(request)
+        reissued = watched.reissued
+
+        async def still_valid() -> bool:
+            """After a seat token was re-issued in the room, a stream of the old token ends."""
+            tokens().forget(key)
+            return bool(await bounded(tokens().seat, key, given) == seat)
+
         async def views() -> AsyncIterator[dict[str, str]]:
-            nonlocal sent
+            nonlocal sent, reissued
             try:
                 while True:
                     signal = watched.changed
+                    if watched.reissued != reissued:
+                        reissued = watched.reissued
+                        if not await still_valid():
+                            return
                     row = watched.views.get(seat)
                     if row is not None and row[0] > sent:
                         sent = row[0]

@@ -31,6 +31,7 @@ log = logging.getLogger("dune_ledger.watch")
 POLL = 0.05  # seconds between looks at the log where nothing wakes us (SQLite, memory)
 PG_FALLBACK = 1.0  # seconds a PostgreSQL follower waits for a NOTIFY before it looks anyway
 BATCH = 1_000
+REISSUED = "SeatTokenReissued"  # the stored topic of a seat token's replacement
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Watched:
 
     version: int = 0
     views: dict[str, tuple[int, str]] = field(default_factory=dict)
+    reissued: int = 0  # seat tokens re-issued since watching began: streams check theirs
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     streams: int = 0
 
@@ -78,11 +80,13 @@ class RoomWatch:
         self.stopped.set()
         self.thread.join(timeout=5)
 
-    def _publish(self, room: str, version: int, views: dict[str, tuple[int, str]]) -> None:
+    def _publish(self, room: str, version: int, views: dict[str, tuple[int, str]],
+                 reissued: int) -> None:
         watched = self.rooms.get(room)
         if watched is None or version <= watched.version:
             return
         watched.version, watched.views = version, views
+        watched.reissued += reissued
         signal, watched.changed = watched.changed, asyncio.Event()
         signal.set()
 
@@ -93,9 +97,9 @@ class RoomWatch:
         while not self.stopped.is_set():
             try:
                 wait()
-                touched = self._scan()
+                touched, reissued = self._scan()
                 if touched:
-                    self._refresh(touched)
+                    self._refresh(touched, reissued)
             except Exception as e:  # the store went away: say so, keep trying, bounded
                 log.warning("the view stream follower cannot read the log: %s", e)
                 self.stopped.wait(1.0)
@@ -112,21 +116,27 @@ class RoomWatch:
             return poll
         return PgWake(recorder, self.stopped)
 
-    def _scan(self) -> list[str]:
-        """The watched rooms with an event after the cursor."""
+    def _scan(self) -> tuple[list[str], dict[str, int]]:
+        """The watched rooms with an event after the cursor, and how many seat tokens
+        each re-issued."""
         touched: set[str] = set()
+        reissued: dict[str, int] = {}
         while True:
             notes = self.app.recorder.select_notifications(
                 start=self.cursor, limit=BATCH, inclusive_of_start=False)
             if not notes:
                 break
             self.cursor = notes[-1].id
-            touched.update(str(n.originator_id) for n in notes)
+            for n in notes:
+                room = str(n.originator_id)
+                touched.add(room)
+                if n.topic == REISSUED:
+                    reissued[room] = reissued.get(room, 0) + 1
             if len(notes) < BATCH:
                 break
-        return [room for room in touched if room in self.rooms]
+        return [room for room in touched if room in self.rooms], reissued
 
-    def _refresh(self, rooms: list[str]) -> None:
+    def _refresh(self, rooms: list[str], reissued: dict[str, int] | None = None) -> None:
         models = self.app.read_models
         assert models is not None
         models.catch_up()
@@ -135,7 +145,8 @@ class RoomWatch:
             if version is None:
                 continue
             rows = {seat: (version, text) for seat, text in views.items()}
-            self.loop.call_soon_threadsafe(self._publish, room, version, rows)
+            self.loop.call_soon_threadsafe(self._publish, room, version, rows,
+                                           (reissued or {}).get(room, 0))
 
 
 class PgWake:

@@ -139,3 +139,22 @@ def test_the_access_log_never_shows_a_query_token() -> None:
     assert AccessLogRedaction().filter(record)
     assert "s3cret" not in record.getMessage()
     assert "token=[redacted]&x=1" in record.getMessage()
+
+
+def test_a_stream_of_a_replaced_token_ends(server: Server) -> None:
+    room = create(server.base)
+    rid, old = room["room"], room["seats"]["emperor"]
+    with httpx.Client(timeout=20) as client, \
+            client.stream("GET", f"{server.base}/rooms/{rid}/stream",
+                          headers=auth(old)) as response:
+        lines = response.iter_lines()
+        assert events(lines, 1)[0]["id"] == "1"
+        r = httpx.post(f"{server.base}/rooms/{rid}/seats/emperor/token", headers=auth(ADMIN))
+        assert r.status_code == 201
+        rest = list(lines)  # the server ends the stream: no view of the new version
+        assert not any(line.startswith("id:") for line in rest)
+    new = r.json()["token"]
+    with httpx.Client(timeout=20) as client, \
+            client.stream("GET", f"{server.base}/rooms/{rid}/stream",
+                          headers=auth(new)) as response:
+        assert int(events(response.iter_lines(), 1)[0]["id"]) == r.json()["version"]
