@@ -355,6 +355,9 @@ def answer_window(seats: dict[str, Seat], server: Server, journey: str, step: st
         assert seat.page.is_visible("#response")
         # The countdown is drawn exactly when the window has a public deadline.
         assert seat.page.is_visible("#deadline") == (window.get("deadline") is not None)
+        if window.get("deadline") is not None:
+            assert re.fullmatch(r"\d+ s left to answer|Time is up: the window closes",
+                                seat.page.inner_text("#deadline"))
         seat.assert_holds_nothing_hidden(expansions)
     for faction in window["waiting"]:
         seats[faction].shot(journey, step)

@@ -455,7 +455,10 @@
   }
 
   function renderGift(answer) {
-    const g = view.gift;
+    // An offer is either the view's `gift` or a response window of kind gift; its card
+    // is there only for the giver and the ally.
+    const w = view.response && view.response.kind === 'gift' ? view.response : null;
+    const g = view.gift || w;
     if (!g && !answer.length) return fill('gift');
     const what = g && g.card ? g.card.name : 'a card';
     fill('gift',
