@@ -97,9 +97,16 @@
     return 'page-' + Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
   }
 
+  // A disabled button drops the focus: the redraw gives it back to the control with
+  // the same key, when there still is one.
+  let refocus = null;
+
   async function send(command, button) {
     clearError();
-    if (button) button.disabled = true;
+    if (button) {
+      refocus = button.dataset.key || null;
+      button.disabled = true;
+    }
     try {
       const result = await call(base + '/commands', {
         method: 'POST',
@@ -272,8 +279,9 @@
 
   function render() {
     // Keep the keyboard where it was: the control with the same key gets focus back.
-    const focused = document.activeElement && document.activeElement.dataset
-      ? document.activeElement.dataset.key : null;
+    const active = document.activeElement;
+    const focused = (active && active !== document.body && active.dataset
+      ? active.dataset.key : null) || refocus;
     // ...and what a player was typing stays typed.
     const typed = new Map(Array.from(document.querySelectorAll('input[data-key], select[data-key]'))
       .map((el) => [el.dataset.key, el.value]));
@@ -304,7 +312,10 @@
     if (focused) {
       const again = Array.from(document.querySelectorAll('[data-key]'))
         .find((el) => el.dataset.key === focused);
-      if (again) again.focus();
+      if (again) {
+        again.focus();
+        refocus = null;
+      }
     }
   }
 
