@@ -355,6 +355,9 @@ def answer_window(seats: dict[str, Seat], server: Server, journey: str, step: st
         assert seat.page.is_visible("#response")
         # The countdown is drawn exactly when the window has a public deadline.
         assert seat.page.is_visible("#deadline") == (window.get("deadline") is not None)
+        if window.get("deadline") is not None:
+            assert re.fullmatch(r"\d+ s left to answer|Time is up: the window closes",
+                                seat.page.inner_text("#deadline"))
         seat.assert_holds_nothing_hidden(expansions)
     for faction in window["waiting"]:
         seats[faction].shot(journey, step)
@@ -502,9 +505,15 @@ def test_autopilot_on_with_a_profile_and_off(browser: Any, server: Server) -> No
     try:
         assert harkonnen.page.inner_text("#autopilot-now").startswith("Off")
         harkonnen.page.get_by_label("Profile").select_option(label="hard")
-        harkonnen.button("Turn autopilot on").click()
+        # From the keyboard; after the page redraws, the focus is where it was.
+        harkonnen.button("Turn autopilot on").focus()
+        harkonnen.page.keyboard.press("Enter")
         harkonnen.page.wait_for_function(
             "() => document.getElementById('autopilot-now').textContent.includes('hard')")
+        assert harkonnen.page.evaluate("() => document.activeElement.dataset.key") == \
+            "autopilot-on"
+        assert harkonnen.page.evaluate("() => document.activeElement.textContent") == \
+            "Switch to this profile"
         emperor.page.wait_for_function(
             "() => document.querySelector('tr[data-seat=harkonnen] td:last-child')"
             ".textContent === 'hard'")

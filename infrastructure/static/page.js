@@ -97,9 +97,16 @@
     return 'page-' + Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
   }
 
+  // A disabled button drops the focus: the redraw gives it back to the control with
+  // the same key, when there still is one.
+  let refocus = null;
+
   async function send(command, button) {
     clearError();
-    if (button) button.disabled = true;
+    if (button) {
+      refocus = button.dataset.key || null;
+      button.disabled = true;
+    }
     try {
       const result = await call(base + '/commands', {
         method: 'POST',
@@ -123,7 +130,7 @@
     for (const entry of entries) {
       if (entry.seq <= lastSeq) continue;
       lastSeq = entry.seq;
-      list.append(h('li', { 'data-seq': entry.seq },
+      list.append(h('li', { 'data-seq': entry.seq, value: entry.seq },
         h('span', { class: 'seq', text: 'v' + entry.version }), ' ', entry.text));
     }
     while (list.children.length > 300) list.firstElementChild.remove();
@@ -272,8 +279,9 @@
 
   function render() {
     // Keep the keyboard where it was: the control with the same key gets focus back.
-    const focused = document.activeElement && document.activeElement.dataset
-      ? document.activeElement.dataset.key : null;
+    const active = document.activeElement;
+    const focused = (active && active !== document.body && active.dataset
+      ? active.dataset.key : null) || refocus;
     // ...and what a player was typing stays typed.
     const typed = new Map(Array.from(document.querySelectorAll('input[data-key], select[data-key]'))
       .map((el) => [el.dataset.key, el.value]));
@@ -304,7 +312,10 @@
     if (focused) {
       const again = Array.from(document.querySelectorAll('[data-key]'))
         .find((el) => el.dataset.key === focused);
-      if (again) again.focus();
+      if (again) {
+        again.focus();
+        refocus = null;
+      }
     }
   }
 
@@ -455,10 +466,10 @@
   }
 
   function renderGift(answer) {
-    // The open offer is the room's response window of kind gift (RULES 5); older
-    // views kept it under `gift`.
-    const w = view.response;
-    const g = view.gift || (w && w.kind === 'gift' ? w : null);
+    // An offer is either the view's `gift` or a response window of kind gift; its card
+    // is there only for the giver and the ally.
+    const w = view.response && view.response.kind === 'gift' ? view.response : null;
+    const g = view.gift || w;
     if (!g && !answer.length) return fill('gift');
     const what = g && g.card ? g.card.name : 'a card';
     fill('gift',
