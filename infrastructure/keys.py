@@ -137,12 +137,7 @@ class Keys:
         # never replaces a file another process put there first.
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.write(fd, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_private(temp, data)
             try:
                 os.link(temp, self.path)
             except FileExistsError:
@@ -199,6 +194,16 @@ class Keys:
         return {"CIPHER_TOPIC": CIPHER_TOPIC, "CIPHER_KEY": self.cipher_key}
 
 
+def write_private(path: Path, data: dict[str, Any]) -> None:
+    """`data` as a key file's JSON in a new file of mode 0600, on disk when it returns."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def raw_public(key: Ed25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
@@ -250,12 +255,7 @@ def adopt_rooms(app: Any, path: str | os.PathLike[str] | None = None) -> dict[st
 
     data["adopted_at"] = datetime.now(UTC).isoformat()
     temp = keys.path.with_name(f".{keys.path.name}.adopt.{os.getpid()}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_private(temp, data)
     os.replace(temp, keys.path)
     return {"ok": True, **report}
 
