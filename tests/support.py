@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
+from application.rooms import RoomsApp
 from domain.commands import parse_command
 from domain.errors import Rejection
 from domain.layout import build_room, parse_layout
@@ -95,3 +98,15 @@ def long_room(app: Any, draws: int = 100) -> str:
         assert app.execute(room, seat, {"type": "discard", "card": card})["ok"]
     app.read_models.catch_up()
     return room
+
+
+@contextmanager
+def opened(url: str, **env: str) -> Iterator[RoomsApp]:
+    """The rooms app on `url`, closed at the end."""
+    from infrastructure.storage import open_rooms
+
+    app = open_rooms(url, **env)
+    try:
+        yield app
+    finally:
+        app.close()

@@ -5,8 +5,7 @@ on, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -20,19 +19,9 @@ from domain.errors import Rejection
 from domain.layout import build_room, parse_layout
 from domain.rules import initial_state
 from infrastructure.demo import BOX_LAYOUT
-from infrastructure.storage import open_rooms
 from infrastructure.worker import Worker
-from tests.support import layout
+from tests.support import layout, opened
 from tests.test_audit_parts import room_key, stored, tables, tamper
-
-
-@contextmanager
-def opened(url: str, **env: str) -> Iterator[RoomsApp]:
-    app = open_rooms(url, **env)
-    try:
-        yield app
-    finally:
-        app.close()
 
 
 def played(app: RoomsApp) -> str:

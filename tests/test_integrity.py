@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -23,18 +22,8 @@ from application.rooms import RoomsApp, token_hash
 from application.stream import APPEND, Recorded, chain_hash
 from domain.errors import Rejection
 from infrastructure.keys import Keys, public_key_info
-from infrastructure.storage import open_rooms
-from tests.support import layout
+from tests.support import layout, opened
 from tests.test_audit_parts import room_key, tables, tamper
-
-
-@contextmanager
-def opened(url: str, **env: str) -> Iterator[RoomsApp]:
-    app = open_rooms(url, **env)
-    try:
-        yield app
-    finally:
-        app.close()
 
 
 def played(app: RoomsApp) -> tuple[str, dict[str, str]]:
