@@ -213,6 +213,12 @@ class RoomsApp(Application[UUID]):
             return {"room": str(room.id), "seat": seat, "token": token, "version": room.version}
         raise Rejection("busy", "the room kept changing; try again")
 
+    def end_room(self, room_id: str, command_id: str | None = None) -> Result:
+        """The operator's end of a room (RULES 9): the secret is published and every
+        later command is refused. A repeated `command_id` returns the first result."""
+        return self._run(room_id, SYSTEM, fairness.EndRoom(command_id=command_id),
+                         self.clock())
+
     def room_summaries(self) -> list[dict[str, Any]]:
         """Every room for the operator: id, version, seats, created, last command."""
         out = []

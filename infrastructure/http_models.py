@@ -150,11 +150,28 @@ class PublicView(Open):
     turn: int | None = None
     phase: int | None = None
     seats: list[OtherSeat] | None = None
+    fairness: Fairness | None = None
+    ended: int | bool | None = Field(None, description="false, or the version of the end")
     deck: Count | None = None
     discard: dict[str, Any] | None = None
     decision: dict[str, Any] | None = None
     response: dict[str, Any] | None = None
     withheld: str | None = Field(None, description="set when the view could not be shown")
+
+
+class Fairness(BaseModel):
+    """RULES 9: how the room's outcomes are made, and what lets anyone check them."""
+
+    mode: Literal["committed", "seeded", "layout"]
+    algorithm: str | None
+    commitment: str | None = Field(description="sha256 of the secret, 64 hex (committed)")
+    seeds: dict[str, str | None]
+    secret: str | None = Field(description="published once the room has ended")
+
+
+class EndRoom(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    command_id: str | None = Field(None, min_length=1, max_length=128)
 
 
 class SeatView(PublicView):

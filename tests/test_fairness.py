@@ -1,0 +1,446 @@
+"""Fair dealing (RULES 9): committed rooms derive every outcome from a committed secret
+and the seats' seeds; the end publishes the secret; a transcript verifies."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from application.stream import APPEND, chain_hash
+from domain import fairness
+from domain.randomness import (
+    ALGORITHM,
+    Derived,
+    commitment,
+    derived_shuffle,
+    mix,
+    uniform,
+    words,
+)
+from infrastructure.keys import Keys, init_key_file, public_key_info
+from infrastructure.storage import open_rooms
+from infrastructure.verify import public_key, verify
+from tests.fairness.seeded_facts import played
+from tests.support import layout
+
+ROOT = Path(__file__).resolve().parent.parent
+BOX = "nullentropy-box"
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def committed_layout(**overrides: Any) -> dict[str, Any]:
+    raw = layout(**overrides)
+    del raw["seed"]
+    return raw
+
+
+def ok(app: Any, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
+    result = app.execute(room, seat, command)
+    assert result["ok"], result
+    return dict(result)
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Any:
+    key = tmp_path / "server.key"
+    init_key_file(key)
+    with open_rooms(f"sqlite:///{tmp_path}/rooms.db", key_file=str(key)) as rooms:
+        rooms.key_file = key  # type: ignore[attr-defined]
+        yield rooms
+
+
+def play(app: Any) -> str:
+    """A committed room: seeds (one during a search), a late deck shuffle, a Box search,
+    draws past a reshuffle of the discard pile, the end."""
+    room = str(app.create_room(committed_layout())["room"])
+    ok(app, room, "richese", {"type": "seed", "value": "dunes of arrakis"})
+    ok(app, room, "emperor", {"type": "seed", "value": "Padishah 10191"})
+    ok(app, room, "emperor", {"type": "draw"})
+    ok(app, room, "richese", {"type": "begin_search", "card": BOX})
+    ok(app, room, "harkonnen", {"type": "seed", "value": "during the search"})
+    search = app.seat_view(room, "richese")["nullentropy"]["search"]
+    ok(app, room, "richese", {"type": "select_card", "search": search["event"],
+                              "card": search["cards"][0]["id"]})
+    for _ in range(60):
+        drawn = ok(app, room, "harkonnen", {"type": "draw"})
+        hand = app.seat_view(room, "harkonnen")["me"]["hand"]
+        ok(app, room, "harkonnen", {"type": "discard", "card": hand[-1]["id"]})
+        if any(e["type"] == "DiscardReshuffled" for e in drawn["events"]):
+            break
+    else:
+        raise AssertionError("the discard pile was never reshuffled")
+    return room
+
+
+def transcript(app: Any, room: str) -> bytes:
+    from infrastructure.verify import transcript as lines
+
+    return b"".join(lines(app, room))
+
+
+def key_of(app: Any) -> Any:
+    return public_key(public_key_info(app.key_file)["public_key"])
+
+
+# --- the derivation -------------------------------------------------------------------
+
+
+def test_uniform_rejects_the_words_above_the_last_whole_multiple():
+    n = 3
+    limit = (2**32 // n) * n
+    assert uniform(iter([limit, limit + 1, 7]), n) == 7 % n  # two rejected, then 7
+    assert uniform(iter([limit - 1]), n) == (limit - 1) % n
+
+
+def test_words_are_the_hmac_blocks_read_big_endian():
+    import hashlib
+    import hmac
+
+    secret = bytes(range(32))
+    stream = words(secret, "room", 5, 2, "ab", )
+    first = [next(stream) for _ in range(9)]
+    block0 = hmac.new(secret, b"room:5:2:ab:0", hashlib.sha256).digest()
+    block1 = hmac.new(secret, b"room:5:2:ab:1", hashlib.sha256).digest()
+    assert first[:8] == [int.from_bytes(block0[i:i + 4], "big") for i in range(0, 32, 4)]
+    assert first[8] == int.from_bytes(block1[:4], "big")
+
+
+def test_the_mix_is_sha256_of_the_canonical_seeds():
+    import hashlib
+
+    seeds = {"richese": "a b", "emperor": None}
+    assert mix(seeds) == hashlib.sha256(b'{"emperor":"","richese":"a b"}').hexdigest()
+    assert commitment(b"\x00" * 32) == hashlib.sha256(
+        b"dune-ledger:commit:" + b"\x00" * 32).hexdigest()
+
+
+def naive_shuffle(stream: Any, ids: list[str]) -> list[str]:
+    """A classic mistake (swap each place with any place): biased."""
+    out = list(ids)
+    for i in range(len(out)):
+        j = uniform(stream, len(out))
+        out[i], out[j] = out[j], out[i]
+    return out
+
+
+def position_chi_square(shuffle: Any, trials: int = 4000) -> float:
+    """The largest chi-square, over the cards, of where each card lands among four."""
+    ids = ["a", "b", "c", "d"]
+    secret = bytes(range(32))
+    counts = {cid: [0] * len(ids) for cid in ids}
+    for version in range(trials):
+        for place, cid in enumerate(shuffle(words(secret, "room", version, 0, "m"), ids)):
+            counts[cid][place] += 1
+    expected = trials / len(ids)
+    return max(sum((n - expected) ** 2 / expected for n in row) for row in counts.values())
+
+
+def test_the_derived_shuffle_puts_each_card_in_each_place_uniformly():
+    """Fixed budget: 4,000 derived shuffles of four cards, each card's four places a
+    chi-square of 3 degrees of freedom; threshold 16.27 (p = 0.001). The same
+    statistic finds the naive swap-anywhere shuffle's bias, so the test can fail."""
+    assert position_chi_square(derived_shuffle) < 16.27
+    assert position_chi_square(naive_shuffle) > 16.27
+
+
+def test_a_sample_is_the_prefix_of_the_shuffle_and_calls_are_counted():
+    secret = bytes(32)
+    port = Derived(secret, "room", 9, "m")
+    shuffled = port.shuffle(list("abcdef"))
+    sampled = port.sample(list("abcdef"), 2)
+    assert port.calls == 2
+    assert shuffled == derived_shuffle(words(secret, "room", 9, 0, "m"), list("abcdef"))
+    assert sampled == derived_shuffle(words(secret, "room", 9, 1, "m"), list("abcdef"))[:2]
+    drawn = port.last_draw()
+    assert drawn is not None and drawn.call == 1 and drawn.input == list("abcdef")
+
+
+# --- a committed room -----------------------------------------------------------------
+
+
+def test_a_committed_room_commits_and_shuffles_its_deck_at_the_first_draw(app):
+    created = app.create_room(committed_layout())
+    room = created["room"]
+    view = app.public_view(room)
+    f = view["fairness"]
+    assert f["mode"] == "committed" and f["algorithm"] == ALGORITHM
+    assert HEX64.fullmatch(f["commitment"]) and f["secret"] is None
+    assert f["seeds"] == {"richese": None, "emperor": None, "harkonnen": None}
+    assert view["ended"] is False
+    assert app.load(room).state.fairness.deck_shuffled is False
+    ok(app, room, "emperor", {"type": "seed", "value": "x"})
+    assert app.public_view(room)["fairness"]["seeds"]["emperor"] == "x"
+    drawn = ok(app, room, "emperor", {"type": "draw"})
+    assert [e["type"] for e in drawn["events"]] == ["DeckShuffled", "CardDrawn"]
+    rng = drawn["events"][0]["rng"]
+    state = app.load(room).state
+    assert rng == {"version": 3, "call": 0, "mix": mix(state.fairness.seeds)}
+    assert "input" not in orjson.dumps(drawn).decode()  # the shuffled input is private
+    again = ok(app, room, "emperor", {"type": "draw"})
+    assert [e["type"] for e in again["events"]] == ["CardDrawn"]  # shuffled once
+
+
+def test_a_seeded_or_layout_room_shows_its_mode_and_refuses_seeds(app):
+    seeded = app.create_room(layout())["room"]
+    f = app.public_view(seeded)["fairness"]
+    assert f == {"mode": "seeded", "algorithm": None, "commitment": None,
+                 "seeds": {"richese": None, "emperor": None, "harkonnen": None},
+                 "secret": None}
+    refused = app.execute(seeded, "emperor", {"type": "seed", "value": "x"})
+    assert refused["error"]["code"] == "not_eligible"
+    assert not any(a["type"] == "seed" for a in app.seat_view(seeded, "emperor")["actions"])
+
+
+@pytest.mark.parametrize("value", ["", "x" * 65, "tab\there", "é", 7])
+def test_a_seed_is_1_to_64_printable_ascii(app, value):
+    room = app.create_room(committed_layout())["room"]
+    refused = app.execute(room, "emperor", {"type": "seed", "value": value})
+    assert refused["error"]["code"] == "invalid_command"
+
+
+def test_a_rejected_command_draws_nothing(app, monkeypatch):
+    """The derivation's call counter does not move for a refused command."""
+    room = app.create_room(committed_layout())["room"]
+    ports: list[Derived] = []
+    made = fairness.port
+
+    def counting(state: Any, version: int) -> Any:
+        port = made(state, version)
+        ports.append(port)  # type: ignore[arg-type]
+        return port
+
+    monkeypatch.setattr(fairness, "port", counting)
+    for seat, command in [("harkonnen", {"type": "begin_search", "card": BOX}),
+                          ("richese", {"type": "discard", "card": "stunner"}),
+                          ("richese", {"type": "select_card", "search": "e2", "card": "x"})]:
+        assert not app.execute(room, seat, command)["ok"]
+    assert ports and all(p.calls == 0 for p in ports)
+    ok(app, room, "emperor", {"type": "draw"})
+    assert ports[-1].calls == 1  # and an accepted draw does draw
+
+
+def test_the_end_publishes_the_secret_refuses_later_commands_and_is_idempotent(app):
+    room = play(app)
+    commit = app.public_view(room)["fairness"]["commitment"]
+    ended = app.end_room(room, "end-1")
+    assert ended["ok"] and [e["type"] for e in ended["events"]] == ["RoomEnded"]
+    secret = ended["events"][0]["secret"]
+    assert HEX64.fullmatch(secret) and commitment(bytes.fromhex(secret)) == commit
+    assert app.end_room(room, "end-1") == ended  # the same command id: the first result
+    assert app.end_room(room)["error"]["code"] == "room_ended"
+    view = app.seat_view(room, "emperor")
+    assert view["ended"] == ended["version"] and view["fairness"]["secret"] == secret
+    assert view["actions"] == []
+    for seat, command in [("emperor", {"type": "draw"}),
+                          ("emperor", {"type": "seed", "value": "late"}),
+                          ("harkonnen", {"type": "set_autopilot", "enabled": False})]:
+        assert app.execute(room, seat, command)["error"]["code"] == "room_ended"
+    assert app.load(room).version == ended["version"]
+
+
+def test_the_end_is_not_a_seat_command(app):
+    room = app.create_room(committed_layout())["room"]
+    refused = app.execute(room, "emperor", {"type": "end_room"})
+    assert refused["error"]["code"] == "invalid_command"
+    assert app.public_view(room)["ended"] is False
+
+
+def test_a_transcript_is_refused_before_the_end(app):
+    from domain.errors import Rejection
+
+    room = app.create_room(committed_layout())["room"]
+    with pytest.raises(Rejection) as info:
+        transcript(app, room)
+    assert info.value.code == "room_not_ended"
+
+
+# --- verify ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ended(app):
+    room = play(app)
+    assert app.end_room(room)["ok"]
+    return app, room, transcript(app, room)
+
+
+def test_a_real_transcript_verifies(ended):
+    app, room, data = ended
+    report = verify(data, key_of(app))
+    assert report == {"ok": True, "room": room, "events": len(data.splitlines()),
+                      "checks": dict.fromkeys(report["checks"], True), "first_failure": None}
+    assert set(report["checks"]) == {"chain_intact", "signatures", "commitment", "seeds",
+                                     "shuffles", "draws", "replay"}
+    types = [orjson.loads(line)["type"] for line in data.splitlines()]
+    assert {"DeckShuffled", "PileShuffled", "DiscardReshuffled", "SeatSeedSet",
+            "RoomEnded"} <= set(types)
+
+
+def lines_of(data: bytes) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+def resigned(lines: list[dict[str, Any]], key_file: Path) -> bytes:
+    """The lines chained and signed again with the server's own key: a dishonest server
+    can sign whatever it likes, so only the derivation can catch it."""
+    keys = Keys(key_file)
+    head = "0" * 64
+    out = []
+    for i, line in enumerate(lines):
+        payload = orjson.loads(line["payload"])
+        payload["prev"] = head
+        text = orjson.dumps(payload).decode()
+        digest = chain_hash(line["room"], line["version"], line["type"], text.encode())
+        last = i + 1 == len(lines) or orjson.loads(lines[i + 1]["payload"])["append"] \
+            != payload["append"]
+        out.append({**line, "payload": text, "prev": head, "hash": digest,
+                    "sig": keys.sign(APPEND + digest.encode()) if last else None})
+        head = digest
+    return b"".join(orjson.dumps(line) + b"\n" for line in out)
+
+
+def edited(data: bytes, kind: str, change: Any, nth: int = 0) -> list[dict[str, Any]]:
+    lines = lines_of(data)
+    hits = [i for i, line in enumerate(lines) if line["type"] == kind]
+    i = hits[nth]
+    payload = orjson.loads(lines[i]["payload"])
+    change(payload["fact"])
+    lines[i]["payload"] = orjson.dumps(payload).decode()
+    return lines
+
+
+def swap_first_two(fact: dict[str, Any]) -> None:
+    fact["order"][0], fact["order"][1] = fact["order"][1], fact["order"][0]
+
+
+def failure(report: dict[str, Any]) -> tuple[str, int]:
+    assert report["ok"] is False
+    return report["first_failure"]["check"], report["first_failure"]["version"]
+
+
+def version_of(data: bytes, kind: str, nth: int = 0) -> int:
+    return int([line for line in lines_of(data) if line["type"] == kind][nth]["version"])
+
+
+def test_a_reordered_shuffle_fails_the_derivation(ended):
+    app, _, data = ended
+    for kind in ("DeckShuffled", "PileShuffled", "DiscardReshuffled"):
+        forged = resigned(edited(data, kind, swap_first_two), app.key_file)
+        report = verify(forged, key_of(app))
+        assert failure(report) == ("shuffles", version_of(data, kind)), kind
+        assert report["checks"]["chain_intact"] and report["checks"]["signatures"]
+
+
+def test_a_swapped_draw_fails_the_draw_check(ended):
+    app, _, data = ended
+    cards = [orjson.loads(line["payload"])["fact"]["card"]
+             for line in lines_of(data) if line["type"] == "CardDrawn"]
+
+    def other(fact: dict[str, Any]) -> None:
+        fact["card"] = cards[1]
+
+    forged = resigned(edited(data, "CardDrawn", other), app.key_file)
+    assert failure(verify(forged, key_of(app))) == ("draws", version_of(data, "CardDrawn"))
+
+
+def test_a_secret_that_does_not_match_the_commitment_fails_it(ended):
+    app, _, data = ended
+
+    def other(fact: dict[str, Any]) -> None:
+        fact["secret"] = "0" * 64
+
+    forged = resigned(edited(data, "RoomEnded", other), app.key_file)
+    report = verify(forged, key_of(app))
+    assert failure(report) == ("commitment", version_of(data, "RoomEnded"))
+    assert report["checks"]["shuffles"] is False  # nothing derived under that secret
+
+
+def test_a_changed_seed_fails_the_seeds_check(ended):
+    app, _, data = ended
+
+    def other(fact: dict[str, Any]) -> None:
+        fact["value"] = "a seed nobody set"
+
+    forged = resigned(edited(data, "SeatSeedSet", other), app.key_file)
+    report = verify(forged, key_of(app))
+    assert failure(report) == ("seeds", version_of(data, "DeckShuffled"))
+
+
+def test_an_edit_without_the_key_fails_the_chain_and_a_foreign_key_the_signatures(
+        ended, tmp_path):
+    app, _, data = ended
+    lines = edited(data, "DeckShuffled", swap_first_two)
+    forged = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    assert failure(verify(forged, key_of(app)))[0] == "chain_intact"
+    other = tmp_path / "other.key"
+    init_key_file(other)
+    assert failure(verify(data, public_key(public_key_info(other)["public_key"]))) == (
+        "signatures", 1)
+
+
+def test_a_seeded_room_has_nothing_to_verify(app):
+    room = app.create_room(layout())["room"]
+    assert app.end_room(room)["ok"]
+    report = verify(transcript(app, room), key_of(app))
+    assert failure(report) == ("commitment", 1)
+
+
+# --- seeded rooms are as they were ------------------------------------------------------
+
+
+def test_seeded_rooms_append_exactly_the_facts_they_did_before_fair_dealing():
+    """Every scripted play of scripts/make_golden.py (all seeded) appends the same facts,
+    byte for byte, as the code before fair dealing did (tests/fairness/seeded-before.json,
+    written by tests/fairness/seeded_facts.py at 0d2db45)."""
+    before = json.loads((ROOT / "tests" / "fairness" / "seeded-before.json").read_text())
+    assert json.loads(json.dumps(played(ROOT))) == before
+
+
+# --- docs/fairness.md: the derivation as a short program --------------------------------
+
+
+def doc_program() -> str:
+    text = (ROOT / "docs" / "fairness.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, "docs/fairness.md holds one Python program"
+    return blocks[0]
+
+
+def test_the_program_in_the_docs_rederives_every_shuffle_of_a_real_transcript(ended,
+                                                                            tmp_path):
+    import subprocess
+    import sys
+
+    app, _, data = ended
+    program = tmp_path / "derive.py"
+    program.write_text(doc_program())
+    assert not re.search(r"^\s*(from|import)\s+(?!(hashlib|hmac|json|sys)\b)", doc_program(),
+                         re.M), "the standard library only"
+    path = tmp_path / "room.transcript"
+    path.write_bytes(data)
+    run = subprocess.run([sys.executable, "-I", str(program), str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    outcomes = sum(1 for line in lines_of(data)
+                   if '"rng"' in line["payload"] and '"rng":null' not in line["payload"])
+    assert run.stdout.strip().endswith(f"{outcomes} outcomes derived again")
+    forged = resigned(edited(data, "DeckShuffled", swap_first_two), app.key_file)
+    path.write_bytes(forged)
+    run = subprocess.run([sys.executable, "-I", str(program), str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "DeckShuffled" in run.stdout
+
+
+def test_base64_key_parsing_refuses_garbage():
+    from infrastructure.verify import TranscriptError
+
+    with pytest.raises(TranscriptError):
+        public_key("not a key")
+    with pytest.raises(TranscriptError):
+        public_key(base64.b64encode(b"short").decode())
