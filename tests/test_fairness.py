@@ -444,3 +444,160 @@ def test_base64_key_parsing_refuses_garbage():
         public_key("not a key")
     with pytest.raises(TranscriptError):
         public_key(base64.b64encode(b"short").decode())
+
+
+# --- the secret stays private until the end; the HTTP routes ----------------------------
+
+
+def secret_of(app: Any, room: str) -> str:
+    return str(app.load(room).state.fairness.secret)
+
+
+def test_no_outbound_path_carries_the_secret_before_the_end(tmp_path, capfd):
+    """Views, logs, results, errors, time travel, read-model rows, HTTP answers and the
+    process's own output, at every version of a played committed room (tests/leaks.py
+    checks the secret too); a cipher key keeps it out of the database file."""
+    from fastapi.testclient import TestClient
+
+    from infrastructure.http import create_app
+    from tests import leaks
+
+    key = tmp_path / "sealed.key"
+    init_key_file(key, cipher=True)
+    db = tmp_path / "rooms.db"
+    with open_rooms(f"sqlite:///{db}", key_file=str(key)) as app, \
+            TestClient(create_app(app, admin_token="operator-token")) as client:
+        room = play(app)
+        secret = secret_of(app, room)
+        problems = leaks.scan_room(app, room)
+        for seat in ("richese", "emperor", "harkonnen"):
+            for command in ({"type": "seed", "value": seat}, {"type": "draw"},
+                            {"type": "seed", "value": "x" * 65}):
+                before = leaks.true_state(app, room)
+                result = app.execute(room, seat, command)
+                problems += leaks.error_problems(before, seat, {}, result)
+        created = client.post("/rooms", json=committed_layout(),
+                              headers={"Authorization": "Bearer operator-token"}).json()
+        other, tokens = created["room"], created["seats"]
+        theirs = secret_of(app, other)
+        seat = {"Authorization": f"Bearer {tokens['emperor']}"}
+        answers = [client.post(f"/rooms/{other}/commands", json={"type": "draw"}, headers=seat),
+                   client.get(f"/rooms/{other}/view", headers=seat),
+                   client.get(f"/rooms/{other}/public", headers=seat),
+                   client.get(f"/rooms/{other}/log", headers=seat),
+                   client.get(f"/rooms/{other}/transcript", headers=seat),
+                   client.post(f"/rooms/{other}/end", headers=seat),
+                   client.get(f"/rooms/{other}/audit",
+                              headers={"Authorization": "Bearer operator-token"})]
+        assert answers[4].status_code == 409
+        assert answers[4].json()["error"]["code"] == "room_not_ended"
+        assert answers[5].status_code == 403  # a seat token cannot end the room
+        for answer in answers:
+            assert theirs not in answer.text and secret not in answer.text
+        app.read_models.catch_up()
+    rows = db.read_bytes()
+    assert secret.encode() not in rows and theirs.encode() not in rows
+    assert bytes.fromhex(secret) not in rows
+    printed = capfd.readouterr()
+    assert secret not in printed.out + printed.err and theirs not in printed.out + printed.err
+    assert problems == []
+
+
+def test_the_guard_withholds_a_view_that_would_carry_the_secret(monkeypatch):
+    from domain import views
+    from projections import guard
+    from projections.projectors import render
+    from tests.support import state_of
+
+    state = state_of(committed_layout(), secret=bytes(range(32)))
+    real = views.public_view
+    monkeypatch.setattr(views, "public_view", lambda s: {**real(s), "oops": s.fairness.secret})
+    rows = render(state)
+    assert "withheld" in rows["*public*"] and state.fairness.secret not in rows["*public*"]
+    assert guard.secret_leaks(state, f"x{state.fairness.secret}") == {guard.SECRET}
+    state.ended = state.version
+    assert guard.secret_leaks(state, state.fairness.secret) == set()
+
+
+def test_http_ends_a_room_once_and_serves_its_transcript_to_its_tokens(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from infrastructure.http import create_app
+
+    key = tmp_path / "server.key"
+    init_key_file(key)
+    operator = {"Authorization": "Bearer operator-token"}
+    with open_rooms(f"sqlite:///{tmp_path / 'http.db'}", key_file=str(key)) as app, \
+            TestClient(create_app(app, admin_token="operator-token")) as client:
+        created = client.post("/rooms", json=committed_layout(), headers=operator).json()
+        room = created["room"]
+        seat = {"Authorization": f"Bearer {created['seats']['emperor']}"}
+        spectator = {"Authorization": f"Bearer {created['spectator']}"}
+        assert client.post(f"/rooms/{room}/commands", json={"type": "draw"},
+                           headers=seat).json()["ok"]
+        assert client.post(f"/rooms/{room}/end", headers=seat).status_code == 403
+        assert client.post(f"/rooms/{room}/end").status_code == 401
+        first = client.post(f"/rooms/{room}/end", json={"command_id": "end"}, headers=operator)
+        assert first.status_code == 200 and first.json()["events"][0]["type"] == "RoomEnded"
+        again = client.post(f"/rooms/{room}/end", json={"command_id": "end"}, headers=operator)
+        assert again.json() == first.json()
+        bad = client.post(f"/rooms/{room}/end", json={"command_id": 5}, headers=operator)
+        assert bad.status_code == 400
+        refused = client.post(f"/rooms/{room}/commands", json={"type": "draw"}, headers=seat)
+        assert refused.json()["error"]["code"] == "room_ended"
+        texts = []
+        for who in (seat, spectator, operator):
+            answer = client.get(f"/rooms/{room}/transcript", headers=who)
+            assert answer.status_code == 200
+            assert answer.headers["content-type"].startswith("application/x-ndjson")
+            texts.append(answer.content)
+        assert texts[0] == texts[1] == texts[2]
+        assert client.get(f"/rooms/{room}/transcript").status_code == 401
+        assert verify(texts[0], key_of_file(key))["ok"]
+
+
+def key_of_file(key: Path) -> Any:
+    return public_key(public_key_info(key)["public_key"])
+
+
+def test_the_cli_ends_a_room_prints_its_transcript_and_verifies_it(tmp_path):
+    import subprocess
+
+    env_key = tmp_path / "cli.key"
+    init_key_file(env_key)
+    exe = str(ROOT / ".venv" / "bin" / "dune-ledger")
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    env = {"DUNE_LEDGER_KEY_FILE": str(env_key), "PATH": "/usr/bin:/bin"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([exe, "--db", db, *args], capture_output=True, text=True,
+                              env=env, timeout=120)
+
+    layout_file = tmp_path / "layout.json"
+    layout_file.write_text(json.dumps(committed_layout()))
+    room = json.loads(cli("room", "create", str(layout_file)).stdout)["room"]
+    assert cli("room", "command", room, "--as", "emperor", '{"type": "draw"}').returncode == 0
+    early = cli("room", "transcript", room)
+    assert early.returncode == 1 and "room_not_ended" in early.stdout
+    ended = cli("room", "end", room, "--command-id", "e")
+    assert ended.returncode == 0 and json.loads(ended.stdout)["events"][0]["type"] == "RoomEnded"
+    assert cli("room", "end", room, "--command-id", "e").stdout == ended.stdout
+    late = cli("room", "command", room, "--as", "emperor", '{"type": "draw"}')
+    assert late.returncode == 1 and "room_ended" in late.stdout
+    path = tmp_path / "room.transcript"
+    printed = cli("room", "transcript", room)
+    assert printed.returncode == 0
+    path.write_text(printed.stdout)
+    checked = cli("verify", str(path))
+    report = json.loads(checked.stdout)
+    assert checked.returncode == 0 and report["ok"] and report["room"] == room
+    forged = resigned(edited(path.read_bytes(), "DeckShuffled", swap_first_two), env_key)
+    path.write_bytes(forged)
+    failed = cli("verify", str(path), "--key", public_key_info(env_key)["public_key"])
+    assert failed.returncode == 1 and json.loads(failed.stdout)["first_failure"]["check"] == \
+        "shuffles"
+    assert "Traceback" not in failed.stderr
+    path.write_text("not json\n")
+    bad = cli("verify", str(path))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert cli("verify", str(path), "--key", "nope").returncode == 2
