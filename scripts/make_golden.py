@@ -10,7 +10,8 @@ Ambassador flows: purchase with its income and bonus windows, a Karama
 cancel, a decline on a worm, a Bene Gesserit copy, a purchase with no effect,
 a cohort drawn anew, and a committed room that ends), so that every stored event
 type appears at least once; the script fails naming any type that does not.
-`LABEL.jsonl` is the export (`dune-ledger export --all`); `LABEL.expected.json` records, room by room, the
+`LABEL.jsonl` is the export (`dune-ledger export --all`); `LABEL.expected.json`
+records, room by room, the
 audit's `state_hash`, the state it hashes and the event count, the public view, the public log and
 every seat's view, as this version shows them; `LABEL.key` is the key file
 that signed it (a test key, made for the corpus: the importing store must
