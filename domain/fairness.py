@@ -31,7 +31,8 @@ def committed(seats: list[str], secret: bytes) -> Fairness:
 
 
 def derived(room: str, f: Fairness, version: int) -> Derived:
-    return Derived(bytes.fromhex(f.secret), room, version, mix(f.seeds))
+    seeds = dict(f.seeds)  # as they are now: in force at every draw of this decision
+    return Derived(bytes.fromhex(f.secret), room, version, lambda: mix(seeds))
 
 
 def port(state: RoomState, version: int) -> Randomness | None:

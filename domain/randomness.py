@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -103,13 +103,24 @@ def derived_shuffle(stream: Iterator[int], ids: list[str]) -> list[str]:
 
 class Derived:
     """A committed room's port for the command whose first event has `version`: its
-    `k`-th draw reads `words(secret, room, version, k, mix)`. `calls` counts the draws."""
+    `k`-th draw reads `words(secret, room, version, k, mix)`. `calls` counts the draws.
 
-    def __init__(self, secret: bytes, room: str, version: int, mixed: str) -> None:
+    `mixed` may be given as the function that makes it: most commands draw nothing,
+    and the mix (canonical JSON and a hash) was most of what a port cost them."""
+
+    def __init__(self, secret: bytes, room: str, version: int,
+                 mixed: str | Callable[[], str]) -> None:
         self._secret = secret
-        self.room, self.version, self.mix = room, version, mixed
+        self.room, self.version = room, version
+        self._mix = mixed
         self.calls = 0
         self._last: Rng | None = None
+
+    @property
+    def mix(self) -> str:
+        if not isinstance(self._mix, str):
+            self._mix = self._mix()
+        return self._mix
 
     def shuffle(self, ids: list[str]) -> list[str]:
         call = self.calls
