@@ -25,6 +25,7 @@ from domain.randomness import (
 )
 from infrastructure.keys import Keys, init_key_file, public_key_info
 from infrastructure.storage import open_rooms
+from infrastructure.transfer import export_lines
 from infrastructure.verify import public_key, verify
 from tests.fairness.seeded_facts import played
 from tests.support import layout
@@ -601,3 +602,74 @@ def test_the_cli_ends_a_room_prints_its_transcript_and_verifies_it(tmp_path):
     bad = cli("verify", str(path))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert cli("verify", str(path), "--key", "nope").returncode == 2
+
+
+def test_an_ended_room_has_no_window_deadline_due(app):
+    """The worker does not try to close a window of an ended room every tick."""
+    from datetime import UTC, datetime, timedelta
+
+    from infrastructure.demo import AMBASSADOR_LAYOUT
+
+    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    del raw["seed"]
+    room = app.create_room(raw)["room"]
+    entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
+                                         "via": "shipment"})
+    offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")
+    ok(app, room, "ecaz", {"type": "ambassador_decide", "event": offered["event"],
+                           "trigger": True, "beneficiary": "harkonnen"})
+    assert app.public_view(room)["response"]["deadline"] is not None
+    assert app.end_room(room)["ok"]
+    assert app.close_expired(room, datetime.now(UTC) + timedelta(hours=1)) is None
+    data = transcript(app, room)
+    report = verify(data, key_of(app))
+    assert report["ok"], report
+    # The Ambassador purchase drew from a deck shuffled late, under the derivation.
+    assert "DeckShuffled" in {line["type"] for line in lines_of(data)}
+
+
+def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
+    """A cohort drawn at creation (RoomCreated's `rng`, version 1) and one drawn anew
+    when the last of five is spent (AmbassadorCohortDrawn) verify like the shuffles."""
+    from infrastructure.demo import AMBASSADOR_LAYOUT
+
+    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    del raw["seed"]
+    raw["ambassadors"] = {"placed": [{"token": "richese", "territory": "arrakeen"}]}
+    created = app.create_room(raw)["room"]
+    first = lines_of(b"".join(export_lines(app, created)))[0]
+    fact = orjson.loads(first["payload"])["fact"]
+    assert fact["rng"]["version"] == 1 and fact["rng"]["call"] == 0
+    assert len(fact["state"]["ambassadors"]["cohort"]) == 5
+    assert app.end_room(created)["ok"]
+    assert verify(transcript(app, created), key_of(app))["ok"]
+
+    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    del raw["seed"]
+    raw["ambassadors"] = {
+        "placed": [{"token": "richese", "territory": "arrakeen"}],
+        "cohort": ["richese", "fremen", "guild", "ixians", "atreides"],
+        "used": ["fremen", "guild", "ixians", "atreides"],
+        "copy_pool": ["emperor", "choam"],
+    }
+    room = app.create_room(raw)["room"]
+    entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
+                                         "via": "shipment"})
+    offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")
+    ok(app, room, "ecaz", {"type": "ambassador_decide", "event": offered["event"],
+                           "trigger": True, "beneficiary": "harkonnen"})
+    while (window := app.public_view(room)["response"]) is not None:
+        for seat in window["waiting"]:
+            ok(app, room, seat, {"type": "respond", "event": window["event"],
+                                 "action": "pass"})
+    assert app.end_room(room)["ok"]
+    data = transcript(app, room)
+    assert "AmbassadorCohortDrawn" in {line["type"] for line in lines_of(data)}
+    assert verify(data, key_of(app))["ok"]
+
+    def reorder(fact: dict[str, Any]) -> None:
+        fact["cohort"][0], fact["cohort"][1] = fact["cohort"][1], fact["cohort"][0]
+
+    forged = resigned(edited(data, "AmbassadorCohortDrawn", reorder), app.key_file)
+    assert failure(verify(forged, key_of(app))) == (
+        "shuffles", version_of(data, "AmbassadorCohortDrawn"))
