@@ -257,4 +257,6 @@ COMMAND_EXAMPLES: dict[str, dict[str, Any]] = {
     "respond": {"summary": "pass in a response window",
                 "value": {"type": "respond", "event": "e7", "action": "pass"}},
     "draw": {"summary": "draw the top card", "value": {"type": "draw"}},
+    "seed": {"summary": "set this seat's seed (a committed room)",
+             "value": {"type": "seed", "value": "my seed 42"}},
 }

@@ -33,6 +33,7 @@ from application.rooms import RoomsApp
 from application.stream import Recorded
 from domain.catalog import CARDS, is_box, room_cards
 from domain.events import FeePaid, RoomCreated
+from domain.gifts import offer_of
 from domain.rules import apply, initial_state
 from domain.state import RoomState
 from projections.read_models import ReadModels
@@ -75,9 +76,11 @@ def hidden_from_seat(state: RoomState, seat: str, *, candidates: bool = True) ->
     for r in state.receipts:
         if r.buyer == seat:
             known.update(c for c in (r.card, getattr(r, "bonus", None)) if c)
-    gift = state.gift
-    if gift is not None and gift.get("to") == seat:
-        known.add(gift["card"])  # an open offer shows its card to the ally (domain/gifts.py)
+    # An open offer shows its card to the ally (domain/gifts.py); since issue 17 the
+    # offer is the room's response window, no longer `state.gift` alone.
+    offer = offer_of(state)
+    if offer is not None and offer.data["to"] == seat:
+        known.add(offer.data["card"])
     search = state.search
     if candidates and search is not None and search.owner == seat:
         known.update(cid for cid in search.discard if not is_box(cid))
