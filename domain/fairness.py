@@ -58,6 +58,17 @@ def view(state: RoomState) -> dict[str, Any]:
             "seeds": dict(f.seeds), "secret": f.secret if state.ended is not None else None}
 
 
+def kept_state(state: RoomState) -> str:
+    """The state JSON a read model keeps to fold on (projections/projectors.py): without
+    the secret before the end, so that no read-model row holds it; the end's event
+    writes it back (RoomEnded.apply)."""
+    f = state.fairness
+    if f is None or state.ended is not None:
+        return state.model_dump_json()
+    return state.model_copy(update={"fairness": f.model_copy(update={"secret": ""})}
+                            ).model_dump_json()
+
+
 def state_digest(state: RoomState) -> str:
     """sha256 of the canonical state JSON (as application/audit.state_hash)."""
     data = state.model_dump(mode="json")
@@ -152,6 +163,8 @@ class RoomEnded(Event):
 
     def apply(self, state: RoomState) -> None:
         state.ended = state.version + 1
+        if state.fairness is not None and self.secret is not None:
+            state.fairness.secret = self.secret  # published: a read model's state lacked it
 
     def public(self) -> dict[str, Any]:
         return {"secret": self.secret}

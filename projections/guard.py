@@ -66,7 +66,9 @@ SECRET = "the room's secret"  # what a leak of it is reported as, among card ids
 def secret_leaks(state: RoomState, text: str) -> set[str]:
     """RULES 9: a committed room's secret is in no outbound row until the room ends."""
     f = state.fairness
-    return {SECRET} if f is not None and state.ended is None and f.secret in text else set()
+    # A read model's state folded from its own row holds no secret ("") to leak.
+    leaked = f is not None and state.ended is None and f.secret and f.secret in text
+    return {SECRET} if leaked else set()
 
 
 def public_leaks(state: RoomState, text: str, event: Event | None = None,

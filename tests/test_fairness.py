@@ -673,3 +673,28 @@ def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
     forged = resigned(edited(data, "AmbassadorCohortDrawn", reorder), app.key_file)
     assert failure(verify(forged, key_of(app))) == (
         "shuffles", version_of(data, "AmbassadorCohortDrawn"))
+
+
+def test_no_read_model_row_holds_the_secret_before_the_end(app, tmp_path):
+    """Without a cipher key too: the read models keep the room's state without its
+    secret (the stored events hold it, as they hold every hidden card), and the end
+    writes it back, so the views show it from then on."""
+    import sqlite3
+
+    room = play(app)
+    secret = secret_of(app, room)
+    app.read_models.catch_up()
+    db = sqlite3.connect(str(tmp_path / "rooms.db"))
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                       "AND name LIKE 'dl_%'")]
+    assert {"dl_view_rooms", "dl_seat_views", "dl_public_log"} <= set(tables)
+    for table in tables:
+        for row in db.execute(f"SELECT * FROM {table}"):  # noqa: S608
+            assert secret not in repr(row), table
+    db.close()
+    # Another process, whose read models fold on from the stored (secret-less) state.
+    with open_rooms(f"sqlite:///{tmp_path / 'rooms.db'}", key_file=str(app.key_file)) as other:
+        assert other.end_room(room)["ok"]
+        other.read_models.catch_up()
+        assert other.public_view(room)["fairness"]["secret"] == secret
+        assert other.seat_view(room, "emperor")["fairness"]["secret"] == secret
