@@ -698,3 +698,39 @@ def test_no_read_model_row_holds_the_secret_before_the_end(app, tmp_path):
         other.read_models.catch_up()
         assert other.public_view(room)["fairness"]["secret"] == secret
         assert other.seat_view(room, "emperor")["fairness"]["secret"] == secret
+
+
+def test_committed_rooms_differing_in_their_secret_show_the_same_public_record():
+    """RULES 7: the deck order a secret derives is hidden; the public log, the public
+    view and each seat's view of other seats are the same for two secrets (the
+    commitment aside, which is the secret's public hash)."""
+    from domain import views
+    from domain.commands import parse_command
+    from domain.rules import decide
+    from tests.support import state_of
+
+    script = [("emperor", {"type": "seed", "value": "a"}), ("emperor", {"type": "draw"}),
+              ("harkonnen", {"type": "draw"}), ("richese", {"type": "begin_search",
+                                                            "card": BOX}),
+              ("harkonnen", {"type": "seed", "value": "b"}),
+              ("richese", {"type": "select_card", "card": "baliset"}),
+              ("emperor", {"type": "draw"})]
+    seen, decks = [], []
+    for secret in (bytes(32), bytes(range(32))):
+        state = state_of(committed_layout(), secret=secret)
+        log = []
+        for actor, command in script:
+            if command["type"] == "select_card":
+                assert state.search is not None
+                command = {**command, "search": state.search.event}
+            tx = decide(state, actor, parse_command(command),
+                        fairness.port(state, state.version + 1))
+            state = tx.state
+            log += [(e.type, e.public()) for e in tx.events]
+        public = views.public_view(state)
+        public["fairness"].pop("commitment")
+        seen.append((log, public))
+        decks.append(state.deck)
+    assert decks[0] != decks[1]  # the hidden facts differ
+    assert seen[0] == seen[1]
+    assert any(t == "DeckShuffled" for t, _ in seen[0][0])
