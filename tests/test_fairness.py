@@ -734,3 +734,15 @@ def test_committed_rooms_differing_in_their_secret_show_the_same_public_record()
     assert decks[0] != decks[1]  # the hidden facts differ
     assert seen[0] == seen[1]
     assert any(t == "DeckShuffled" for t, _ in seen[0][0])
+
+
+def test_the_operator_may_end_a_room_during_a_search(app):
+    room = app.create_room(committed_layout())["room"]
+    ok(app, room, "richese", {"type": "begin_search", "card": BOX})
+    assert app.end_room(room)["ok"]
+    search = app.load(room).state.search
+    assert search is not None  # left as it was: the transcript shows the open search
+    refused = app.execute(room, "richese", {"type": "select_card", "search": search.event,
+                                            "card": "baliset"})
+    assert refused["error"]["code"] == "room_ended"
+    assert verify(transcript(app, room), key_of(app))["ok"]
