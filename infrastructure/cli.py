@@ -542,10 +542,13 @@ def examples(*lines: str) -> str:
 def command_types() -> str:
     """Every command type and its fields, from the command models themselves."""
     from domain.commands import Command
+    from domain.rules import SYSTEM_COMMANDS
 
     common = set(Command.model_fields)
     lines = []
     for cls in Command.__subclasses__():
+        if cls in SYSTEM_COMMANDS:
+            continue  # the worker's and the operator's own, never a seat's
         fields = {name: f for name, f in cls.model_fields.items()
                   if name not in common and name != "type"}
         kind = cls.model_fields["type"].annotation
