@@ -611,8 +611,11 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
 
     @api.get("/rooms/{room}/transcript", summary="an ended room's whole stream in the "
              "export's format (a seat, the spectator or the operator; RULES 9)",
-             responses={**errors, 200: {"description": "JSON lines",
-                                        "content": {"application/x-ndjson": {}}}},
+             response_class=Response,
+             responses={**errors, 200: {"description": "JSON lines", "content": {
+                 "application/x-ndjson": {"schema": {
+                     "type": "string", "description": "one export line a stored event: "
+                     "{room, version, type, payload, prev, hash, sig}"}}}}},
              openapi_extra={"security": [*SEAT, {"spectatorToken": []}, *OPERATOR]})
     async def get_transcript(room: str, request: Request) -> Response:
         from infrastructure.verify import transcript

@@ -35,6 +35,7 @@ class ErrorCode(StrEnum):
     # the room moved on (409)
     conflict = "conflict"
     stale_event = "stale_event"
+    room_not_ended = "room_not_ended"  # a transcript asked for before the end (RULES 9)
     # the rules refused (422)
     unknown_card = "unknown_card"
     not_in_hand = "not_in_hand"
@@ -64,6 +65,7 @@ class ErrorCode(StrEnum):
     gift_invalid = "gift_invalid"
     ambassador_invalid = "ambassador_invalid"
     room_damaged = "room_damaged"
+    room_ended = "room_ended"
     room_unavailable = "room_unavailable"
     # the server (500, 503)
     busy = "busy"
