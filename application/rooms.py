@@ -41,10 +41,10 @@ from application.stream import (
     project_room,
     verified_room,
 )
-from domain import views
+from domain import fairness, views
 from domain.commands import Command, parse_command
 from domain.errors import Rejection
-from domain.layout import build_room, parse_layout
+from domain.layout import build_room, committed_layout, parse_layout
 from domain.randomness import Randomness
 from domain.responses import WindowDeadline, expired
 from domain.rules import SYSTEM, Tx, apply, decide, initial_state
@@ -174,7 +174,9 @@ class RoomsApp(Application[UUID]):
         """Validate a layout and store the new room. LayoutError on bad input."""
         layout = parse_layout(raw_layout)
         room_id = uuid4()
-        created = build_room(layout, str(room_id), self.randomness(layout.seed, 0))
+        # A committed room's secret, from the operating system (RULES 9).
+        created = build_room(layout, str(room_id), self.randomness(layout.seed, 0),
+                             secrets.token_bytes(32) if committed_layout(layout) else None)
         tokens = {s.faction: secrets.token_urlsafe(24) for s in layout.seats}
         spectator = secrets.token_urlsafe(24)
         room = Room(room_id, initial_state(created))
@@ -210,6 +212,12 @@ class RoomsApp(Application[UUID]):
             self.kept.keep(room)
             return {"room": str(room.id), "seat": seat, "token": token, "version": room.version}
         raise Rejection("busy", "the room kept changing; try again")
+
+    def end_room(self, room_id: str, command_id: str | None = None) -> Result:
+        """The operator's end of a room (RULES 9): the secret is published and every
+        later command is refused. A repeated `command_id` returns the first result."""
+        return self._run(room_id, SYSTEM, fairness.EndRoom(command_id=command_id),
+                         self.clock())
 
     def room_summaries(self) -> list[dict[str, Any]]:
         """Every room for the operator: id, version, seats, created, last command."""
@@ -322,7 +330,10 @@ class RoomsApp(Application[UUID]):
                 },
             }
         try:
-            randomness = self.randomness(room.state.seed, room.version)
+            # A committed room derives its outcomes (RULES 9) from the version of the
+            # command's first event; the others draw from (seed, version) as before.
+            randomness = fairness.port(room.state, room.version + 1) or self.randomness(
+                room.state.seed, room.version)
             return decide(room.state, seat, command, randomness, in_place=True, now=moment)
         except Rejection as r:
             return {"ok": False, "version": room.version, "error": r.as_error()}

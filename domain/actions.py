@@ -46,6 +46,7 @@ Action = dict[str, Any]
 PROFILES: tuple[str, ...] = ("easy", "medium", "hard", "brutal")
 QUESTION = {"kind": "text", "min_length": 1, "max_length": 500}
 TERRITORY = {"kind": "text", "min_length": 1, "max_length": 64}
+SEED = {"kind": "text", "min_length": 1, "max_length": 64, "of": "printable ASCII"}
 # The profiles a seat may switch to, by its current one (None: off).
 PROFILE_CHOICES: dict[str | None, dict[str, Any]] = {
     current: {"kind": "choice", "options": [p for p in PROFILES if p != current]}
@@ -67,6 +68,9 @@ class Unshuffled:
 
     def sample(self, ids: list[str], k: int) -> list[str]:
         return list(ids[:k])
+
+    def last_draw(self) -> None:
+        return None
 
 
 class Probe(Tx):
@@ -184,7 +188,7 @@ _COMMANDS: dict[str, type[c.Command]] = {
     "ask_truthtrance": c.AskTruthtrance, "answer_truthtrance": c.AnswerTruthtrance,
     "enter_territory": c.EnterTerritory, "ambassador_decide": c.AmbassadorDecide,
     "ambassador_copy": c.AmbassadorCopy, "respond": c.Respond, "semuta": c.Semuta,
-    "guild_stop": c.GuildStop,
+    "guild_stop": c.GuildStop, "seed": c.SetSeed,
 }
 
 Candidate = tuple[Action, dict[str, Any]]
@@ -207,6 +211,7 @@ def _candidates(state: RoomState, me: str) -> Iterator[Candidate]:
     if seat.autopilot is not None:
         yield {"type": "set_autopilot", "enabled": False}, none
     yield {"type": "set_autopilot", "enabled": True}, {"profile": PROFILE_CHOICES[seat.autopilot]}
+    yield {"type": "seed"}, {"value": SEED}  # a committed room's only (RULES 9)
     if search is not None:
         return  # the search lock refuses everything else (RULES 3.3)
 

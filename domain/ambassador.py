@@ -26,7 +26,7 @@ from typing import Any
 from domain import commands as c
 from domain.custody import can_draw, draw_card
 from domain.errors import Rejection
-from domain.events import Event
+from domain.events import Event, RngField, rng_public
 from domain.responses import WindowKind, open_window, register
 from domain.rules import Tx, handles
 from domain.state import AmbassadorState, Decision, Receipt, ResponseWindow, RoomState
@@ -299,7 +299,8 @@ def finish(tx: Tx) -> None:
         cohort = tx.sample(pool, min(COHORT_SIZE, len(pool))) if pool else []
         rest = [t for t in pool if t not in cohort]
         tx.emit(AmbassadorCohortDrawn(cohort=cohort, supply=rest,
-                                      copy_pool=[t for t in rest if t != BG]))
+                                      copy_pool=[t for t in rest if t != BG],
+                                      rng=tx.drawn() if pool else None))
 
 
 # --- events -------------------------------------------------------------------------
@@ -594,6 +595,7 @@ class AmbassadorCohortDrawn(Event):
     cohort: list[str]
     supply: list[str]
     copy_pool: list[str]
+    rng: dict[str, Any] | None = RngField
 
     def apply(self, state: RoomState) -> None:
         amb = _amb(state)
@@ -603,7 +605,7 @@ class AmbassadorCohortDrawn(Event):
         amb.used = []
 
     def public(self) -> dict[str, Any]:
-        return {"count": len(self.cohort)}
+        return {"count": len(self.cohort), **rng_public(self.rng)}
 
     def text(self) -> str:
         return f"Ecaz drew {len(self.cohort)} new ambassadors"

@@ -169,6 +169,13 @@ class GuildStop(Command):
     card: CardId
 
 
+class SetSeed(Command):
+    """A seat's seed (RULES 9): 1 to 64 printable ASCII characters, public."""
+
+    type: Literal["seed"]
+    value: Annotated[str, Field(pattern=r"^[\x20-\x7e]{1,64}$")]
+
+
 AnyCommand = Annotated[
     BeginSearch
     | SelectCard
@@ -185,7 +192,8 @@ AnyCommand = Annotated[
     | AmbassadorCopy
     | Respond
     | Semuta
-    | GuildStop,
+    | GuildStop
+    | SetSeed,
     Field(discriminator="type"),
 ]
 

@@ -34,7 +34,12 @@ def draw_card(tx: Tx, seat: str) -> str | None:
     if not tx.state.deck:
         if not tx.state.discard:
             return None
-        tx.emit(DiscardReshuffled(order=tx.shuffle(list(tx.state.discard))))
+        order = tx.shuffle(list(tx.state.discard))
+        tx.emit(DiscardReshuffled(order=order, rng=tx.drawn()))
+    else:
+        from domain.fairness import shuffle_late  # local: fairness builds on custody
+
+        shuffle_late(tx)
     top = tx.state.deck[0]
     tx.emit(CardDrawn(seat=seat, card=top))
     return top

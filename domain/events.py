@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from domain.catalog import is_box as _is_box
 from domain.state import Control, RoomState, Search
@@ -52,7 +52,11 @@ class Event(BaseModel):
         through pydantic's model_construct so the default is filled in.
         """
         if len(data) != len(cls.__pydantic_fields__):
-            return cls.model_construct(**data)
+            event = cls.model_construct(**data)
+            # As the event was made: every field given (an `rng` left out of a seeded
+            # room's stored event was None).
+            _set_fields_set(event, set(cls.__pydantic_fields__))
+            return event
         event = object.__new__(cls)
         _set_dict(event, data)
         _set_fields_set(event, set(data))
@@ -75,6 +79,23 @@ class Event(BaseModel):
         return self.type
 
 
+def _absent(value: Any) -> bool:
+    return value is None
+
+
+# An outcome's `rng` (domain.randomness.Rng, dumped): set in a committed room only,
+# and left out of the stored event otherwise, so that a seeded room's events are
+# stored as they were before fair dealing (RULES 9).
+RngField = Field(default=None, exclude_if=_absent)
+
+
+def rng_public(rng: dict[str, Any] | None) -> dict[str, Any]:
+    """The public part of an outcome's `rng` (its `input` is private until the end)."""
+    if rng is None:
+        return {}
+    return {"rng": {"version": rng["version"], "call": rng["call"], "mix": rng["mix"]}}
+
+
 class DeadlineSinceV2:
     """For the window events that gained a `deadline` in schema version 2 (RULES 4.4):
     a window stored at version 1 had none."""
@@ -93,6 +114,7 @@ class RoomCreated(Event):
     """The whole initial position, including the deck order a shuffle produced."""
 
     state: dict[str, Any]
+    rng: dict[str, Any] | None = RngField  # a committed room's cohort, drawn at creation
 
     def apply(self, state: RoomState) -> None:
         # The only event that replaces the state; `rules.apply` handles it.
@@ -106,11 +128,20 @@ class RoomCreated(Event):
             "turn": s["turn"],
             "phase": s["phase"],
             "seats": [seat["faction"] for seat in s["seats"]],
+            **({"fairness": _public_commitment(s["fairness"])} if s.get("fairness") else {}),
+            **rng_public(self.rng),
         }
 
     def text(self) -> str:
         seats = ", ".join(seat["faction"] for seat in self.state["seats"])
         return f"Room created ({self.state['mode']}) with {seats}"
+
+
+def _public_commitment(fairness: dict[str, Any]) -> dict[str, Any]:
+    from domain.randomness import ALGORITHM  # local: events stay the bottom layer
+
+    return {"mode": "committed", "algorithm": ALGORITHM,
+            "commitment": fairness["commitment"]}
 
 
 # --- custody of cards -------------------------------------------------------
@@ -136,13 +167,16 @@ class DiscardReshuffled(Event):
     """The empty deck was refilled from the whole discard pile, in this order."""
 
     order: list[str]
+    rng: dict[str, Any] | None = RngField
 
     def apply(self, state: RoomState) -> None:
         state.deck = list(self.order)
         state.discard = []
+        if state.fairness is not None:
+            state.fairness.deck_shuffled = True  # the deck is shuffled now: no late shuffle
 
     def public(self) -> dict[str, Any]:
-        return {"count": len(self.order)}
+        return {"count": len(self.order), **rng_public(self.rng)}
 
     def text(self) -> str:
         return f"The discard pile ({len(self.order)} cards) was shuffled into the empty deck"
@@ -297,12 +331,13 @@ class CardRetrieved(Event):
 class PileShuffled(Event):
     search: str
     order: list[str]  # the resulting pile, bottom first: private
+    rng: dict[str, Any] | None = RngField
 
     def apply(self, state: RoomState) -> None:
         state.discard = list(self.order)
 
     def public(self) -> dict[str, Any]:
-        return {"search": self.search, "count": len(self.order)}
+        return {"search": self.search, "count": len(self.order), **rng_public(self.rng)}
 
     def text(self) -> str:
         return f"The discard pile was shuffled ({len(self.order)} cards)"

@@ -209,8 +209,26 @@ def _records_agree(layout: Layout) -> None:
         raise LayoutError("invalid layout: " + "; ".join(dict.fromkeys(problems)))
 
 
-def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated:
-    """Check that every physical card appears exactly once, and fill the deck."""
+def committed_layout(layout: Layout) -> bool:
+    """RULES 9: no `seed` and `deck: null` make a committed room."""
+    return layout.seed is None and layout.deck is None
+
+
+def build_room(layout: Layout, room: str, randomness: Randomness,
+               secret: bytes | None = None) -> RoomCreated:
+    """Check that every physical card appears exactly once, and fill the deck.
+
+    A committed layout needs the room's `secret` (32 bytes from the operating
+    system): its deck stays unshuffled until the first draw, and its one draw here
+    (a cohort) is derived at version 1 (RULES 9); `randomness` is then not used."""
+    from domain import fairness  # local: the fairness rules import the rules core
+
+    commit = None
+    if committed_layout(layout):
+        if secret is None or len(secret) != 32:
+            raise ValueError("a committed room needs a 32-byte secret")
+        commit = fairness.committed([s.faction for s in layout.seats], secret)
+        randomness = fairness.derived(room, commit, 1)
     expansions = sorted(set(layout.expansions), key=EXPANSIONS.index)
     physical = room_cards(tuple(expansions))
     known = {cd.id for cd in physical}
@@ -239,7 +257,9 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
     if layout.deck is not None and deck_rest:
         raise LayoutError(f"cards missing from the layout: {', '.join(deck_rest)}")
     # Drawn last: a refused layout draws no randomness.
-    if layout.deck is None:
+    if committed_layout(layout):
+        deck = deck_rest  # shuffled at the first draw (domain.fairness.shuffle_late)
+    elif layout.deck is None:
         deck = randomness.shuffle(deck_rest) if deck_rest else []
     else:
         deck = list(layout.deck)
@@ -266,12 +286,15 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
         ambassadors=_ambassadors(layout, randomness),
         control=layout.control or Control(),
         response_seconds=layout.response_seconds,
+        fairness=commit,
     )
     # Fill in reciprocal alliances named on one side only.
     for seat in state.seats:
         if seat.ally is not None:
             state.seat(seat.ally).ally = seat.faction
-    return RoomCreated(state=state.model_dump(mode="json"))
+    drawn = randomness.last_draw()
+    return RoomCreated(state=state.model_dump(mode="json"),
+                       rng=None if drawn is None else drawn.model_dump())
 
 
 def _cards_agree(layout: Layout, known: set[str]) -> None:

@@ -143,7 +143,8 @@ def settle_search(tx: Tx, actor: str, search_id: str, card_id: str) -> None:
     tx.emit(CardRetrieved(search=search.event, seat=actor, card=card_id,
                           claimed=guild.claims(tx.state, card_id)))
     remaining = list(tx.state.discard)
-    tx.emit(PileShuffled(search=search.event, order=tx.shuffle(remaining)))
+    order = tx.shuffle(remaining)
+    tx.emit(PileShuffled(search=search.event, order=order, rng=tx.drawn()))
     discarded = tx.next_event_id()
     tx.emit(BoxDiscarded(search=search.event, seat=actor, card=search.box))
     restored = search.parent.response

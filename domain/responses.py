@@ -179,9 +179,10 @@ SYSTEM_COMMANDS.add(WindowDeadline)
 
 
 def expired(state: RoomState, now: datetime) -> ResponseWindow | None:
-    """The open window whose deadline has passed by `now`, if any (never during a search)."""
+    """The open window whose deadline has passed by `now`, if any (never during a search,
+    nor in a room that has ended: it takes no more commands, the worker's neither)."""
     w = state.control.response
-    if state.search is not None or w is None or w.deadline is None:
+    if state.search is not None or state.ended is not None or w is None or w.deadline is None:
         return None
     return w if datetime.fromisoformat(w.deadline) <= now else None
 

@@ -28,7 +28,8 @@ GATES: list[Callable[[RoomState, str, c.Command], None]] = []
 
 # RULES 3.3: while a search is open only its bound selection and seat control
 # are accepted; everything else is refused before any handler runs.
-ALLOWED_DURING_SEARCH: tuple[type[c.Command], ...] = (c.SelectCard, c.SetAutopilot)
+# A seat's seed is seat control too (RULES 9); the operator's end is added by its module.
+ALLOWED_DURING_SEARCH: tuple[type[c.Command], ...] = (c.SelectCard, c.SetAutopilot, c.SetSeed)
 # The sender of the commands the worker appends (a window's deadline): no seat.
 SYSTEM = "system"
 SYSTEM_COMMANDS: set[type[c.Command]] = set()  # filled by the rules modules that own them
@@ -90,6 +91,12 @@ class Tx:
     def sample(self, ids: list[str], k: int) -> list[str]:
         return self._randomness.sample(ids, k)
 
+    def drawn(self) -> dict[str, Any] | None:
+        """The `rng` record of the last draw, for the event carrying its outcome (RULES
+        9); None outside a committed room."""
+        rng = self._randomness.last_draw()
+        return None if rng is None else rng.model_dump()
+
 
 def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomness,
            *, in_place: bool = False, now: datetime | None = None) -> Tx:
@@ -119,6 +126,8 @@ def admit(state: RoomState, actor: str, command: c.Command) -> Handler:
         raise Rejection("not_eligible", "that command is not accepted from this sender")
     if actor != SYSTEM and not state.has_seat(actor):
         raise Rejection("unknown_seat", f"{actor} has no seat in this room")
+    if state.ended is not None:
+        raise Rejection("room_ended", "the room has ended: it takes no more commands")
     if state.search is not None and not isinstance(command, ALLOWED_DURING_SEARCH):
         raise Rejection(
             "locked",
@@ -172,6 +181,7 @@ from domain import (  # noqa: E402, F401
     ambassador,
     custody,
     distrans,
+    fairness,
     gifts,
     guild,
     nullentropy,

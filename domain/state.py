@@ -144,6 +144,20 @@ class Receipt(Model):
     bonus: str | None = None  # the Harkonnen bonus card, when one was drawn
 
 
+class Fairness(Model):
+    """A committed room's commit-reveal (RULES 9). `secret` (64 hex) is private until
+    the room ends; `seeds` holds every seat's seed in force (None: none set)."""
+
+    commitment: str
+    secret: str
+    seeds: dict[str, str | None]
+    deck_shuffled: bool = False  # the late shuffle: at the first draw or reshuffle
+
+
+def _absent(value: Any) -> bool:
+    return value is None
+
+
 class RoomState(Model):
     room: str
     mode: Mode
@@ -172,6 +186,10 @@ class RoomState(Model):
     pile_unseen: list[str] = Field(default_factory=list)
     # Seconds a response or Semuta window waits before the worker closes it (0: no deadline).
     response_seconds: int = 30
+    # Left out of the dump while None, so that a seeded or layout room's stored events,
+    # snapshots and state hash are what they were before fair dealing.
+    fairness: Fairness | None = Field(default=None, exclude_if=_absent)
+    ended: int | None = Field(default=None, exclude_if=_absent)  # the version of the end
     version: int = 0  # the version of the last applied event
 
     def clone(self) -> RoomState:

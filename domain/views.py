@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from domain import fairness
 from domain.actions import actions
 from domain.catalog import CARDS
 from domain.errors import Rejection
@@ -67,6 +68,8 @@ def _common(state: RoomState) -> dict[str, Any]:
         "ambassador": _public_ambassador(state),
         "truthtrance": _public_part(state.truthtrance),
         "semuta": semuta_view(state, None),
+        "fairness": fairness.view(state),
+        "ended": False if state.ended is None else state.ended,
     }
 
 

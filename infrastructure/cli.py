@@ -270,6 +270,57 @@ def cmd_room_at(args: argparse.Namespace) -> int:
         return query(lambda: app.view_at(args.room, args.version, args.seat))
 
 
+def cmd_room_end(args: argparse.Namespace) -> int:
+    with rooms(args) as app:
+        result = app.end_room(args.room, args.command_id)
+    emit(result)
+    if not result["ok"]:
+        error = result["error"]
+        print(f"rejected ({error['code']}): {error['message']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_room_transcript(args: argparse.Namespace) -> int:
+    from infrastructure.verify import transcript
+
+    with rooms(args) as app:
+        try:
+            lines = list(transcript(app, args.room))
+        except Rejection as r:
+            emit({"ok": False, "error": r.as_error()})
+            print(f"{r.code}: {r.message}", file=sys.stderr)
+            return 1
+    sys.stdout.buffer.write(b"".join(lines))
+    sys.stdout.flush()
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from infrastructure.keys import KeyFileError, public_key_info
+    from infrastructure.verify import TranscriptError, public_key, verify
+
+    data = read_input(args.file, "transcript")
+    try:
+        if args.key is None:
+            try:
+                text = str(public_key_info()["public_key"])
+            except KeyFileError as e:
+                raise Exit(2, f"{e}; or name the server's public key with --key") from None
+        else:
+            text = args.key
+        report = verify(data, public_key(text))
+    except TranscriptError as e:
+        raise Exit(2, f"{args.file}: {e}") from None
+    emit(report)
+    if not report["ok"]:
+        failure = report["first_failure"]
+        print(f"verify failed at version {failure['version']} ({failure['check']}): "
+              f"{failure['detail']}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from application.audit import audit_room
 
@@ -491,10 +542,13 @@ def examples(*lines: str) -> str:
 def command_types() -> str:
     """Every command type and its fields, from the command models themselves."""
     from domain.commands import Command
+    from domain.rules import SYSTEM_COMMANDS
 
     common = set(Command.model_fields)
     lines = []
     for cls in Command.__subclasses__():
+        if cls in SYSTEM_COMMANDS:
+            continue  # the worker's and the operator's own, never a seat's
         fields = {name: f for name, f in cls.model_fields.items()
                   if name not in common and name != "type"}
         kind = cls.model_fields["type"].annotation
@@ -589,6 +643,29 @@ def build_parser() -> argparse.ArgumentParser:
     at.add_argument("--as", dest="seat", required=True, choices=FACTIONS, metavar="FACTION",
                     help="the seat whose past view to print")
     at.set_defaults(fn=cmd_room_at)
+
+    end = command(rsub, "end", "end a room (the operator): its secret is published and "
+                  "every later command is refused (RULES 9)", "dune-ledger room end ROOM")
+    end.add_argument("room", metavar="ROOM", help="the room id")
+    end.add_argument("--command-id", metavar="ID",
+                     help="a client id: repeating it returns the first result")
+    end.set_defaults(fn=cmd_room_end)
+    tr = command(rsub, "transcript", "print an ended room's whole stream, private facts "
+                 "included, in the export's line format",
+                 "dune-ledger room transcript ROOM > room.transcript")
+    tr.add_argument("room", metavar="ROOM", help="the room id")
+    tr.set_defaults(fn=cmd_room_transcript)
+
+    ver = command(sub, "verify", "check an ended room's transcript: commitment, every "
+                  "shuffle and sample, every draw, hashes, signatures, replay (exit 1 on a "
+                  "failure; docs/fairness.md)",
+                  "dune-ledger verify room.transcript",
+                  "dune-ledger verify room.transcript --key BASE64_PUBLIC_KEY")
+    ver.add_argument("file", metavar="FILE", help="a transcript, or - for stdin")
+    ver.add_argument("--key", metavar="PUBLIC_KEY",
+                     help="the server's public key as `keys show` prints it (default: the "
+                          "key file's)")
+    ver.set_defaults(fn=cmd_verify)
 
     audit = command(sub, "audit", "replay a room's stream from its first event and check it "
                     "(exit 1 on a problem)",

@@ -33,7 +33,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -41,7 +41,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from application.rooms import RoomsApp, token_hash
-from domain.commands import AnyCommand
+from domain.commands import AnyCommand, describe_errors
 from domain.errors import LayoutError, Rejection
 from domain.layout import Layout
 from infrastructure import http_models as m
@@ -80,6 +80,7 @@ STATUS = {
     "method_not_allowed": 405,
     "conflict": 409,
     "stale_event": 409,
+    "room_not_ended": 409,
     "too_many_attempts": 429,
     "busy": 503,
     "unavailable": 503,
@@ -589,6 +590,40 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
             raise Refused(r.code, r.message) from None
         observability.audited(report)
         return JSONResponse(report)
+
+    @api.post("/rooms/{room}/end", summary="end the room: its secret is published, later "
+              "commands are refused (operator; RULES 9)", response_model=m.CommandResult,
+              responses=errors, openapi_extra={
+                  "requestBody": {"required": False, "content": {"application/json": {
+                      "schema": m.EndRoom.model_json_schema()}}},
+                  "security": OPERATOR})
+    async def post_end(room: str, request: Request) -> Response:
+        await operator(request, room)
+        command_id = None
+        if int(request.headers.get("content-length") or 0):
+            raw = await read_json(request, "the body")
+            try:
+                command_id = m.EndRoom.model_validate(raw).command_id
+            except ValidationError as e:
+                raise Refused("invalid_command", describe_errors(e)) from None
+        result = await bounded(app().end_room, room, command_id)
+        return result_response(result)
+
+    @api.get("/rooms/{room}/transcript", summary="an ended room's whole stream in the "
+             "export's format (a seat, the spectator or the operator; RULES 9)",
+             response_class=Response,
+             responses={**errors, 200: {"description": "JSON lines", "content": {
+                 "application/x-ndjson": {"schema": {
+                     "type": "string", "description": "one export line a stored event: "
+                     "{room, version, type, payload, prev, hash, sig}"}}}}},
+             openapi_extra={"security": [*SEAT, {"spectatorToken": []}, *OPERATOR]})
+    async def get_transcript(room: str, request: Request) -> Response:
+        from infrastructure.verify import transcript
+
+        if not (admin_token and is_admin(bearer(request))):
+            await seat_or_spectator(request, room)
+        lines = await bounded(lambda: b"".join(transcript(app(), room)), seconds=30.0)
+        return Response(lines, media_type="application/x-ndjson")
 
     # /metrics: prometheus-client's own app on the default registry (the metrics are
     # defined in infrastructure/observability.py), behind the operator token if set.

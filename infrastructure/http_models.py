@@ -35,6 +35,7 @@ class ErrorCode(StrEnum):
     # the room moved on (409)
     conflict = "conflict"
     stale_event = "stale_event"
+    room_not_ended = "room_not_ended"  # a transcript asked for before the end (RULES 9)
     # the rules refused (422)
     unknown_card = "unknown_card"
     not_in_hand = "not_in_hand"
@@ -64,6 +65,7 @@ class ErrorCode(StrEnum):
     gift_invalid = "gift_invalid"
     ambassador_invalid = "ambassador_invalid"
     room_damaged = "room_damaged"
+    room_ended = "room_ended"
     room_unavailable = "room_unavailable"
     # the server (500, 503)
     busy = "busy"
@@ -150,11 +152,28 @@ class PublicView(Open):
     turn: int | None = None
     phase: int | None = None
     seats: list[OtherSeat] | None = None
+    fairness: Fairness | None = None
+    ended: int | bool | None = Field(None, description="false, or the version of the end")
     deck: Count | None = None
     discard: dict[str, Any] | None = None
     decision: dict[str, Any] | None = None
     response: dict[str, Any] | None = None
     withheld: str | None = Field(None, description="set when the view could not be shown")
+
+
+class Fairness(BaseModel):
+    """RULES 9: how the room's outcomes are made, and what lets anyone check them."""
+
+    mode: Literal["committed", "seeded", "layout"]
+    algorithm: str | None
+    commitment: str | None = Field(description="sha256 of the secret, 64 hex (committed)")
+    seeds: dict[str, str | None]
+    secret: str | None = Field(description="published once the room has ended")
+
+
+class EndRoom(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    command_id: str | None = Field(None, min_length=1, max_length=128)
 
 
 class SeatView(PublicView):
@@ -240,4 +259,6 @@ COMMAND_EXAMPLES: dict[str, dict[str, Any]] = {
     "respond": {"summary": "pass in a response window",
                 "value": {"type": "respond", "event": "e7", "action": "pass"}},
     "draw": {"summary": "draw the top card", "value": {"type": "draw"}},
+    "seed": {"summary": "set this seat's seed (a committed room)",
+             "value": {"type": "seed", "value": "my seed 42"}},
 }

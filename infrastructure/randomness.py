@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from domain.randomness import Randomness
+from domain.randomness import Randomness, Rng
 
 
 class Source:
@@ -24,6 +24,9 @@ class Source:
     def sample(self, ids: list[str], k: int) -> list[str]:
         self.draws += 1
         return self._rng.sample(list(ids), k)
+
+    def last_draw(self) -> Rng | None:
+        return None  # nothing verifies a seeded or the OS's draw: no record
 
 
 def for_room(seed: int | None, version: int) -> Randomness:

@@ -3,14 +3,17 @@
 An export is JSON lines, one stored event a line, room after room, each room's
 events in version order:
 
-    {"room": ID, "version": N, "type": "FeePaid", "payload": TEXT, "hash": HEX}
+    {"room": ID, "version": N, "type": "FeePaid", "payload": TEXT, "prev": HEX,
+     "hash": HEX, "sig": BASE64 or null}
 
-`payload` is the exact stored JSON, before any cipher: the fact, its schema
-version `v`, `prev`, the seat, the command id, the append, the time, and, on
-the last event of each append, the append's Ed25519 signature (`"sig"`, its
-last key). `hash` is the event's chain hash (`application/stream.chain_hash`,
-over the payload without its signature). Snapshots and read models are not
-exported: they are made again from the events.
+`payload` is the stored JSON text exactly as hashed, before any cipher: the
+fact, its schema version `v`, `prev`, the seat, the command id, the append and
+the time. `hash` is the event's chain hash (`application/stream.chain_hash`
+over the room, version, type and `payload`), `prev` its predecessor's, and
+`sig`, on the last event of each append (null on the others), the append's
+Ed25519 signature over `APPEND + hash`. A third party checks a line with
+sha256 and the public key alone (docs/security.md). Snapshots and read models
+are not exported: they are made again from the events.
 
 An import stores every event unchanged (same room ids, versions, types,
 payloads and signatures, so the same hashes) through the application's
@@ -43,12 +46,14 @@ import orjson
 
 from application.audit import audit_records
 from application.rooms import RoomsApp, room_uuid
-from application.stream import Recorded, Room, RoomSnapshot
+from application.stream import Recorded, Room, RoomSnapshot, signed, unsigned
 from domain.errors import Rejection
 from infrastructure import strict_json
 
-FIELDS = ("room", "version", "type", "payload", "hash")
+FIELDS = ("room", "version", "type", "payload", "prev", "hash", "sig")
+EARLIER_FIELDS = ("room", "version", "type", "payload", "hash")
 HEX64 = re.compile(r"[0-9a-f]{64}")
+BASE64_SIG = re.compile(r"[A-Za-z0-9+/]{86}==")  # an Ed25519 signature: 64 bytes
 # Events per append while importing: PostgreSQL takes at most 16,383 in one statement.
 IMPORT_BATCH = 10_000
 
@@ -75,8 +80,9 @@ def export_lines(app: RoomsApp, room_id: str | UUID) -> Iterable[bytes]:
             raise Rejection("room_damaged", f"room {room} version {rec.originator_version} "
                             f"cannot be read: {rec.problem}; see docs/operations.md")
         yield orjson.dumps({"room": room, "version": rec.originator_version,
-                            "type": rec.type, "payload": rec.stored_form().decode("utf-8"),
-                            "hash": rec.hash()})
+                            "type": rec.type, "payload": rec.body().decode("utf-8"),
+                            "prev": rec.prev_hash, "hash": rec.hash(),
+                            "sig": rec.signature})
         yield b"\n"
 
 
@@ -104,16 +110,21 @@ def parse_export(data: bytes) -> list[ExportedRoom]:
             line = strict_json.loads(raw)
         except strict_json.JSONInputError as e:
             raise ImportRefused(f"line {number}: {e}") from None
+        if isinstance(line, dict) and sorted(line) == sorted(EARLIER_FIELDS):
+            line = earlier_line(line)
         if not isinstance(line, dict) or sorted(line) != sorted(FIELDS):
             raise ImportRefused(f"line {number}: an export line is an object with exactly "
                                 f"{', '.join(FIELDS)}")
-        version, kind, payload, digest = (line["version"], line["type"], line["payload"],
-                                          line["hash"])
+        version, kind, payload, sig = (line["version"], line["type"], line["payload"],
+                                       line["sig"])
         if type(version) is not int or version < 1 or not isinstance(kind, str) \
-                or not isinstance(payload, str) or not isinstance(digest, str) \
-                or not HEX64.fullmatch(digest) or not isinstance(line["room"], str):
+                or not isinstance(payload, str) or not isinstance(line["room"], str) \
+                or not all(isinstance(line[k], str) and HEX64.fullmatch(line[k])
+                           for k in ("prev", "hash")) \
+                or not (sig is None or isinstance(sig, str) and BASE64_SIG.fullmatch(sig)):
             raise ImportRefused(f"line {number}: version must be a whole number from 1, type "
-                                "and payload text, hash 64 hex digits")
+                                "and payload text, prev and hash 64 hex digits, sig a "
+                                "base64 signature or null")
         try:
             uid = UUID(line["room"])
         except ValueError:
@@ -129,6 +140,20 @@ def parse_export(data: bytes) -> list[ExportedRoom]:
     if not rooms:
         raise ImportRefused("the file holds no events")
     return list(rooms.values())
+
+
+def earlier_line(line: dict[str, Any]) -> dict[str, Any]:
+    """A line of an export written before the line format above, whose payload held
+    the signature as its last key (tests/golden/v2.jsonl), in today's form."""
+    payload = line["payload"]
+    if not isinstance(payload, str):
+        return line
+    plain, sig = unsigned(payload.encode("utf-8"))
+    try:
+        prev = orjson.loads(plain).get("prev")
+    except (orjson.JSONDecodeError, AttributeError):
+        prev = None
+    return {**line, "payload": plain.decode("utf-8"), "prev": prev, "sig": sig}
 
 
 @dataclass
@@ -147,12 +172,17 @@ def verified(app: RoomsApp, exported: ExportedRoom) -> Checked:
         if line["version"] != expected:
             raise ImportRefused(f"room {room}: version {line['version']} where {expected} "
                                 "was expected")
+        payload = line["payload"].encode("utf-8")
         rec = app.mapper.recorded(  # type: ignore[attr-defined]
-            exported.room, expected, line["type"], line["payload"].encode("utf-8"))
+            exported.room, expected, line["type"], signed(payload, line["sig"]))
         if not isinstance(rec, Recorded):
             raise ImportRefused(f"{where}: not a stored event ({rec.problem})")
+        if rec.body() != payload or rec.signature != line["sig"]:
+            raise ImportRefused(f"{where}: the payload carries a signature of its own")
         if rec.hash() != line["hash"]:
             raise ImportRefused(f"{where}: the hash is not the hash of its event")
+        if rec.prev_hash != line["prev"]:
+            raise ImportRefused(f"{where}: prev is not the prev of its payload")
         records.append(rec)
     upto = unsigned_prefix(records)
     try:

@@ -8,7 +8,8 @@ refuses to store one that names a card its reader may not know:
   candidates and the pile order), nor the card a search retrieved;
 - a seat's view names nothing beyond the public view except that seat's own
   hand, its own open search's candidates, its own receipts and a gift offered
-  by or to it.
+  by or to it;
+- no row carries a committed room's secret before the room has ended (RULES 9).
 
 A refused row is replaced by a withheld marker (fail closed) rather than
 stopping the projection, so one bad rule module cannot blind every room.
@@ -59,11 +60,24 @@ def secret_to_all(state: RoomState) -> set[str]:
     return {cid for cid in [*state.deck, *inventory] if is_secret_to_all(state, cid)}
 
 
+SECRET = "the room's secret"  # what a leak of it is reported as, among card ids
+
+
+def secret_leaks(state: RoomState, text: str) -> set[str]:
+    """RULES 9: a committed room's secret is in no outbound row until the room ends."""
+    f = state.fairness
+    # A read model's state folded from its own row holds no secret ("") to leak.
+    leaked = f is not None and state.ended is None and f.secret and f.secret in text
+    return {SECRET} if leaked else set()
+
+
 def public_leaks(state: RoomState, text: str, event: Event | None = None,
                  named: frozenset[str] | None = None) -> set[str]:
     """The cards `text` names (`named`, when the caller knows them) that are secret to
     all, or the card a search just took; asked of each named card, not of a set of the
-    deck for every stored row."""
+    deck for every stored row. And the room's secret before its end."""
+    if state.fairness is not None and secret_leaks(state, text):
+        return {SECRET}
     if named is None:
         named = frozenset(card_ids(text))
     if not named:
@@ -73,6 +87,8 @@ def public_leaks(state: RoomState, text: str, event: Event | None = None,
 
 
 def seat_leaks(state: RoomState, seat: str, text: str, public_ids: set[str]) -> set[str]:
+    if state.fairness is not None and secret_leaks(state, text):
+        return {SECRET}
     named = card_ids(text) - public_ids
     if not named:
         return named

@@ -18,7 +18,7 @@ import orjson
 
 from application import autopilot
 from application.stream import Recorded, Undecodable
-from domain import views
+from domain import fairness, views
 from domain.events import RoomCreated
 from domain.rules import apply, initial_state
 from domain.state import RoomState
@@ -91,7 +91,7 @@ class Projector:
                 for rec in broken.values():
                     self.quarantined(tx, rec)
                 # Each room's state is stored once per batch, as of its last event.
-                tx.put_rooms(self.name, [(room, st.version, st.model_dump_json())
+                tx.put_rooms(self.name, [(room, st.version, fairness.kept_state(st))
                                          for room, st in touched.items()])
                 tx.set_position(self.name, todo[-1][1])
         except BaseException:

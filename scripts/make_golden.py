@@ -8,9 +8,10 @@ search, draws past a reshuffle, autopilot, gifts, Truthtrance with a promise,
 Distrans, the Guild stop and a claimed shipping cost, Semuta, and the
 Ambassador flows: purchase with its income and bonus windows, a Karama
 cancel, a decline on a worm, a Bene Gesserit copy, a purchase with no effect,
-a cohort drawn anew), so that every stored event type appears at least once;
-the script fails naming any type that does not. `LABEL.jsonl` is the export
-(`dune-ledger export --all`); `LABEL.expected.json` records, room by room, the
+a cohort drawn anew, and a committed room that ends), so that every stored event
+type appears at least once; the script fails naming any type that does not.
+`LABEL.jsonl` is the export (`dune-ledger export --all`); `LABEL.expected.json`
+records, room by room, the
 audit's `state_hash`, the state it hashes and the event count, the public view, the public log and
 every seat's view, as this version shows them; `LABEL.key` is the key file
 that signed it (a test key, made for the corpus: the importing store must
@@ -260,8 +261,26 @@ def ambassador_flows(app: RoomsApp) -> str:
     return room
 
 
+def committed_room(app: RoomsApp) -> str:
+    """A committed room (RULES 9): seeds, the late deck shuffle, the end."""
+    raw = staged()
+    del raw["seed"]
+    room = app.create_room(raw)["room"]
+    ok(app, room, "emperor", {"type": "seed", "value": "golden"})
+    ok(app, room, "emperor", {"type": "draw"})
+    ok(app, room, "richese", {"type": "begin_search", "card": BOX})
+    search = app.seat_view(room, "richese")["nullentropy"]["search"]
+    ok(app, room, "richese", {"type": "select_card", "search": search["event"],
+                              "card": search["cards"][0]["id"]})
+    ended = app.end_room(room, "golden-end")
+    if not ended["ok"]:
+        raise SystemExit(f"the end was refused: {ended['error']}")
+    return room
+
+
 PLAYS: list[Play] = [box_room, gifts_and_distrans, truthtrance, guild, semuta, semuta_passed,
-                     ambassador_purchase, ambassador_cohort, ambassador_flows, window_deadline]
+                     ambassador_purchase, ambassador_cohort, ambassador_flows, window_deadline,
+                     committed_room]
 
 
 def seen(app: RoomsApp, room: str) -> dict[str, Any]:

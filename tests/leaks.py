@@ -17,6 +17,8 @@ knows its card while the offer is open.
 
 Spice: a seat's view may carry a key `spice` only at `me.spice`; the public
 view and the log carry none.
+
+A committed room's secret (RULES 9) is in nothing sent out before the room ends.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from application.rooms import RoomsApp
 from application.stream import Recorded
 from domain.catalog import CARDS, is_box, room_cards
 from domain.events import FeePaid, RoomCreated
+from domain.gifts import offer_of
 from domain.rules import apply, initial_state
 from domain.state import RoomState
 from projections.read_models import ReadModels
@@ -73,9 +76,11 @@ def hidden_from_seat(state: RoomState, seat: str, *, candidates: bool = True) ->
     for r in state.receipts:
         if r.buyer == seat:
             known.update(c for c in (r.card, getattr(r, "bonus", None)) if c)
-    gift = state.gift
-    if gift is not None and gift.get("to") == seat:
-        known.add(gift["card"])  # an open offer shows its card to the ally (domain/gifts.py)
+    # An open offer shows its card to the ally (domain/gifts.py); since issue 17 the
+    # offer is the room's response window, no longer `state.gift` alone.
+    offer = offer_of(state)
+    if offer is not None and offer.data["to"] == seat:
+        known.add(offer.data["card"])
     search = state.search
     if candidates and search is not None and search.owner == seat:
         known.update(cid for cid in search.discard if not is_box(cid))
@@ -101,9 +106,18 @@ def spice_paths(data: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     return found
 
 
+def secret_problems(state: RoomState, data: Any, where: str) -> list[str]:
+    """The committed room's secret named before the end, in hex or in any case."""
+    f = state.fairness
+    if f is None or state.ended is not None:
+        return []
+    text = (data if isinstance(data, str) else orjson.dumps(data).decode()).lower()
+    return [f"{where}: the room's secret before its end"] if f.secret in text else []
+
+
 def seat_view_problems(state: RoomState, seat: str, view: Any, where: str,
                        *, candidates: bool = True) -> list[str]:
-    problems = [f"{where}: {seat} sees hidden {sorted(leak)}"
+    problems = secret_problems(state, view, where) + [f"{where}: {seat} sees hidden {sorted(leak)}"
                 for leak in [named(view) & hidden_from_seat(state, seat, candidates=candidates)]
                 if leak]
     extra = [p for p in spice_paths(view) if p != ("me", "spice")]
@@ -119,7 +133,7 @@ def public_problems(state: RoomState, data: Any, where: str, event: Any = None,
     """`data` sent out after the append that made `state`; `before`, the state before
     that append, when a card the public saw then may be named (a Semuta take of the
     face-up top card)."""
-    problems = []
+    problems = secret_problems(state, data, where)
     leak = named(data) & hidden_from_public(state, event)
     if before is not None:
         leak &= hidden_from_public(before, event)
@@ -138,11 +152,13 @@ def public_problems(state: RoomState, data: Any, where: str, event: Any = None,
 def error_problems(state: RoomState, seat: str, command: dict[str, Any],
                    result: dict[str, Any]) -> list[str]:
     """A rejection may echo what its sender named, nothing else hidden from it."""
+    secret = secret_problems(state, result, f"result to {seat} for {command}")
     if result.get("ok"):
-        return []
+        return secret
     sent = named(command)
     leak = (named(result) - sent) & hidden_from_seat(state, seat)
-    return [f"error to {seat} for {command} names hidden {sorted(leak)}"] if leak else []
+    return secret + ([f"error to {seat} for {command} names hidden {sorted(leak)}"]
+                     if leak else [])
 
 
 def states_by_version(records: list[Recorded]) -> dict[int, RoomState]:

@@ -43,8 +43,9 @@ def layout(**overrides: Any) -> dict[str, Any]:
     return base
 
 
-def state_of(raw: dict[str, Any], seed: int = 5) -> RoomState:
-    return initial_state(build_room(parse_layout(raw), "room-1", Counting(seed)))
+def state_of(raw: dict[str, Any], seed: int = 5, secret: bytes | None = None) -> RoomState:
+    """`secret`: a committed layout's (RULES 9)."""
+    return initial_state(build_room(parse_layout(raw), "room-1", Counting(seed), secret))
 
 
 def snapshot(state: RoomState) -> dict[str, Any]:

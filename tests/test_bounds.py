@@ -45,6 +45,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "respond": {"event": "e1", "action": "karama", "card": "karama-1"},
     "semuta": {"event": "e1", "action": "take", "card": "crysknife"},
     "guild_stop": {"card": "karama-2"},
+    "seed": {"value": "my seed 42"},
 }
 COMMON = {"command_id": "c1", "expected_version": 3}
 

@@ -260,6 +260,8 @@ def plausible(draw: st.DrawFn, state: RoomState, seat: str) -> dict[str, Any]:
     if kind == "respond":
         return {"type": kind, "event": event, "action": draw(st.sampled_from(["pass", "karama"])),
                 "card": draw(st.sampled_from([None, card]))}
+    if kind == "seed":
+        return {"type": kind, "value": draw(st.sampled_from(["a", "x" * 64, "x" * 65, card]))}
     assert kind == "semuta"
     return {"type": kind, "event": event, "action": draw(st.sampled_from(["pass", "take"])),
             "card": draw(st.sampled_from([None, card]))}

@@ -127,7 +127,8 @@ def test_openapi_is_typed_with_error_codes_security_and_examples(client: TestCli
     for path, methods in paths.items():
         for method, op in methods.items():
             ok = op["responses"].get("200") or op["responses"].get("201")
-            media = "text/event-stream" if path.endswith("/stream") else "application/json"
+            media = "text/event-stream" if path.endswith("/stream") else \
+                "application/x-ndjson" if path.endswith("/transcript") else "application/json"
             assert ok and ok["content"][media].get("schema") != {}, (path, method)
             if path not in ("/healthz", "/readyz", "/keys"):
                 assert op.get("security"), (path, method)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,9 @@ import pytest
 
 from application.audit import audit_room
 from application.rooms import RoomsApp
+from application.stream import APPEND, chain_hash
 from infrastructure.demo import play_demo
+from infrastructure.keys import public_key_info
 from infrastructure.storage import open_rooms
 from infrastructure.transfer import ImportRefused, export_rooms, import_rooms, parse_export
 from tests.support import long_room
@@ -99,11 +103,9 @@ def test_an_import_that_does_not_verify_stores_nothing(tmp_path: Path, source):
                     payload=created["payload"].replace('"spice":10', '"spice":60', 1))
     refused(tmp_path, tampered, "hash is not the hash")
     # The same edit with its hash recomputed: the next event's `prev` gives it away.
-    from application.stream import chain_hash, unsigned
-
     body = created["payload"].replace('"spice":10', '"spice":60', 1)
     rehashed = edit(text, first_line, payload=body, hash=chain_hash(
-        created["room"], 1, "RoomCreated", unsigned(body.encode())[0]))
+        created["room"], 1, "RoomCreated", body.encode()))
     refused(tmp_path, rehashed, "does not verify")
     # A dropped event: versions out of order.
     dropped = b"\n".join(lines[:last_of_second_room - 1] + lines[last_of_second_room:]) + b"\n"
@@ -166,3 +168,63 @@ def test_an_import_into_an_encrypted_store_is_stored_encrypted(tmp_path: Path):
 
     assert b"crysknife" in held("plain") and b"karama-1" in held("plain")
     assert b"crysknife" not in held("sealed") and b"karama-1" not in held("sealed")
+
+
+def export_checker() -> str:
+    """The checking program of docs/security.md, as the page prints it."""
+    page = (Path(__file__).parent.parent / "docs" / "security.md").read_text()
+    section = page.split("## Checking an export yourself", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_export_checker_in_the_docs_checks_an_export(tmp_path: Path, source):
+    app, text = source
+    program = tmp_path / "check_export.py"
+    program.write_text(export_checker())
+    key = public_key_info(app.signer.path)["public_key"]  # type: ignore[attr-defined]
+
+    def check(data: bytes, key: str = key) -> subprocess.CompletedProcess[str]:
+        path = tmp_path / "rooms.jsonl"
+        path.write_bytes(data)
+        return subprocess.run([sys.executable, str(program), str(path), key],
+                              capture_output=True, text=True, timeout=60)
+
+    done = check(text)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"ok: {len(text.splitlines())} events"
+    lines = [orjson.loads(raw) for raw in text.splitlines()]
+    assert all(set(line) == {"room", "version", "type", "payload", "prev", "hash", "sig"}
+               for line in lines)
+    assert all(chain_hash(line["room"], line["version"], line["type"],
+                          line["payload"].encode()) == line["hash"] for line in lines)
+    # A payload edited with its hash recomputed: its signature (or the next prev) fails.
+    forged = orjson.loads(text.splitlines()[0])
+    body = forged["payload"].replace('"spice":10', '"spice":60', 1)
+    assert body != forged["payload"]
+    rehashed = edit(text, 0, payload=body,
+                    hash=chain_hash(forged["room"], 1, "RoomCreated", body.encode()))
+    assert check(rehashed).returncode != 0
+    # Signatures deleted: an append without one is refused.
+    stripped = b"\n".join(orjson.dumps({**line, "sig": None}) for line in lines) + b"\n"
+    refused_run = check(stripped)
+    assert refused_run.returncode != 0 and "signature" in refused_run.stderr
+    # A signature by another key.
+    other = subprocess.run([sys.executable, "-c", "import base64; from cryptography.hazmat."
+                            "primitives.asymmetric.ed25519 import Ed25519PrivateKey as K;"
+                            "from cryptography.hazmat.primitives import serialization as s;"
+                            "print(base64.b64encode(K.generate().public_key().public_bytes("
+                            "s.Encoding.Raw, s.PublicFormat.Raw)).decode())"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert "InvalidSignature" in check(text, other).stderr
+    app.close()
+
+
+def test_an_export_line_carries_the_hashed_payload_and_its_signature(source):
+    app, text = source
+    lines = [orjson.loads(raw) for raw in text.splitlines()]
+    for line in lines:
+        assert '"sig"' not in line["payload"]
+        if line["sig"] is not None:
+            assert app.signer.verify(APPEND + line["hash"].encode(), line["sig"])
+    assert lines[0]["prev"] == "0" * 64 and lines[1]["prev"] == lines[0]["hash"]
+    app.close()

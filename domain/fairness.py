@@ -1,0 +1,209 @@
+"""Fair dealing (RULES 9): the commitment, the seats' seeds, the late deck shuffle and
+the end that publishes the secret. Its events, handlers, view part and the checks a
+verifier runs on a transcript live here.
+
+A committed room's every random outcome is derived (domain.randomness.Derived) from
+its secret, the room id, the version of the command's first event, the call counter
+and the mix of the seeds in force. The seed command draws nothing and no
+continuation follows it, so the mix a decision starts with is in force at each of
+its draws.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from domain import commands as c
+from domain import rules
+from domain.errors import Rejection
+from domain.events import Event, RngField, rng_public
+from domain.randomness import ALGORITHM, Derived, Randomness, commitment, mix
+from domain.rules import SYSTEM_COMMANDS, Tx, handles
+from domain.state import Fairness, RoomState
+
+
+def committed(seats: list[str], secret: bytes) -> Fairness:
+    """A committed room's fairness at creation: the commitment, no seeds yet."""
+    return Fairness(commitment=commitment(secret), secret=secret.hex(),
+                    seeds={f: None for f in seats})
+
+
+def derived(room: str, f: Fairness, version: int) -> Derived:
+    seeds = dict(f.seeds)  # as they are now: in force at every draw of this decision
+    return Derived(bytes.fromhex(f.secret), room, version, lambda: mix(seeds))
+
+
+def port(state: RoomState, version: int) -> Randomness | None:
+    """The derived port of a committed room for the command whose first appended event
+    has `version`; None for a seeded or layout room."""
+    f = state.fairness
+    return None if f is None else derived(state.room, f, version)
+
+
+def mode(state: RoomState) -> str:
+    if state.fairness is not None:
+        return "committed"
+    return "seeded" if state.seed is not None else "layout"
+
+
+def view(state: RoomState) -> dict[str, Any]:
+    """The public `fairness` part of every view: the secret only once the room ended."""
+    f = state.fairness
+    if f is None:
+        return {"mode": mode(state), "algorithm": None, "commitment": None,
+                "seeds": {s.faction: None for s in state.seats}, "secret": None}
+    return {"mode": "committed", "algorithm": ALGORITHM, "commitment": f.commitment,
+            "seeds": dict(f.seeds), "secret": f.secret if state.ended is not None else None}
+
+
+def kept_state(state: RoomState) -> str:
+    """The state JSON a read model keeps to fold on (projections/projectors.py): without
+    the secret before the end, so that no read-model row holds it; the end's event
+    writes it back (RoomEnded.apply)."""
+    f = state.fairness
+    if f is None or state.ended is not None:
+        return state.model_dump_json()
+    return state.model_copy(update={"fairness": f.model_copy(update={"secret": ""})}
+                            ).model_dump_json()
+
+
+def state_digest(state: RoomState) -> str:
+    """sha256 of the canonical state JSON (as application/audit.state_hash)."""
+    data = state.model_dump(mode="json")
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
+def shuffle_late(tx: Tx) -> None:
+    """RULES 9: a committed room's deck is shuffled at its first draw, so that the
+    seeds set before play take part. Whether it is shuffled is public (first draw)."""
+    f = tx.state.fairness
+    if f is None or f.deck_shuffled or not tx.state.deck:
+        return
+    order = tx.shuffle(list(tx.state.deck))
+    tx.emit(DeckShuffled(order=order, rng=tx.drawn()))
+
+
+# --- commands -------------------------------------------------------------------------
+
+
+class EndRoom(c.Command):
+    """The operator's end of a room (never parsed from a seat's JSON): sent as SYSTEM."""
+
+    type: Literal["end_room"] = "end_room"
+
+
+SYSTEM_COMMANDS.add(EndRoom)
+rules.ALLOWED_DURING_SEARCH += (EndRoom,)  # the operator may end a room at any time
+
+
+@handles(c.SetSeed)
+def set_seed(tx: Tx, actor: str, cmd: c.SetSeed) -> None:
+    f = tx.state.fairness
+    if f is None:
+        raise Rejection("not_eligible", f"seeds take part only in a committed room; this "
+                        f"room is {mode(tx.state)}")
+    if f.seeds.get(actor) == cmd.value:
+        raise Rejection("unchanged", "that is already your seed")
+    tx.emit(SeatSeedSet(seat=actor, value=cmd.value))
+
+
+@handles(EndRoom)
+def end_room(tx: Tx, actor: str, cmd: EndRoom) -> None:
+    f = tx.state.fairness
+    tx.emit(RoomEnded(secret=None if f is None else f.secret,
+                      state_hash=state_digest(tx.state)))
+
+
+# --- events ---------------------------------------------------------------------------
+
+
+class DeckShuffled(Event):
+    """A committed room's deck, shuffled late (RULES 9), top first: private."""
+
+    order: list[str]
+    rng: dict[str, Any] | None = RngField
+
+    def apply(self, state: RoomState) -> None:
+        state.deck = list(self.order)
+        assert state.fairness is not None
+        state.fairness.deck_shuffled = True
+
+    def public(self) -> dict[str, Any]:
+        return {"count": len(self.order), **rng_public(self.rng)}
+
+    def text(self) -> str:
+        return f"The deck was shuffled ({len(self.order)} cards)"
+
+
+class SeatSeedSet(Event):
+    seat: str
+    value: str
+
+    def apply(self, state: RoomState) -> None:
+        assert state.fairness is not None
+        state.fairness.seeds[self.seat] = self.value
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "value": self.value}
+
+    def text(self) -> str:
+        return f"{self.seat} set its seed to {self.value!r}"
+
+
+class RoomEnded(Event):
+    """The operator ended the room. `secret` (a committed room's; public from now on)
+    lets anyone derive every shuffle again; `state_hash` is the state it ended in, which
+    a verifier's replay must reach (private, like the state)."""
+
+    secret: str | None
+    state_hash: str
+
+    def apply(self, state: RoomState) -> None:
+        state.ended = state.version + 1
+        if state.fairness is not None and self.secret is not None:
+            state.fairness.secret = self.secret  # published: a read model's state lacked it
+
+    def public(self) -> dict[str, Any]:
+        return {"secret": self.secret}
+
+    def text(self) -> str:
+        return "The room ended" + (": its secret is published" if self.secret else "")
+
+
+# --- what a verifier checks of each outcome (infrastructure/verify.py) ------------------
+
+
+def outcome(event: Event, before: RoomState | None) -> tuple[list[str], list[str], bool] | None:
+    """For an event carrying a derived outcome: the list it must have shuffled (by the
+    state before it; None before the first event), what it recorded, and whether that is
+    a sample (a prefix of the shuffle) rather than the whole shuffle. None: no outcome."""
+    from domain.ambassador import AmbassadorCohortDrawn  # local: ambassador builds on rules
+    from domain.events import DiscardReshuffled, PileShuffled, RoomCreated
+
+    rng = getattr(event, "rng", None)
+    if rng is None:
+        return None
+    if isinstance(event, RoomCreated):
+        from domain.ambassador import TOKENS
+
+        amb = event.state.get("ambassadors") or {}
+        drawn = list(amb.get("cohort", []))
+        # The supply at creation, in the catalog's order of tokens (domain/layout.py):
+        # the tokens drawn and those left in it.
+        pool = set(drawn) | set(amb.get("supply", []))
+        return [t for t in TOKENS if t in pool], drawn, True
+    assert before is not None
+    if isinstance(event, DeckShuffled):
+        return list(before.deck), list(event.order), False
+    if isinstance(event, DiscardReshuffled):
+        return list(before.discard), list(event.order), False
+    if isinstance(event, PileShuffled):
+        return list(before.discard), list(event.order), False
+    if isinstance(event, AmbassadorCohortDrawn):
+        amb = before.ambassadors
+        assert amb is not None
+        return sorted(set(amb.supply) | set(amb.used)), list(event.cohort), True
+    raise ValueError(f"{event.type} carries an outcome no verifier knows")

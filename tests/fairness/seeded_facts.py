@@ -1,0 +1,45 @@
+"""The facts a seeded room's plays append, as JSON text: run by tests/test_fairness.py at
+this code and, once, at the code before fair dealing (0d2db45), which wrote
+tests/fairness/seeded-before.json. Stdlib and the project only, so it runs at both."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+MOMENT = datetime(2026, 1, 1, tzinfo=UTC)  # the clock of every play: deadlines repeat
+
+
+class Fixed(datetime):
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return MOMENT
+
+
+def played(root: Path) -> list[list[Any]]:
+    sys.path.insert(0, str(root / "scripts"))
+    import make_golden  # type: ignore[import-not-found]
+
+    from infrastructure.storage import open_rooms
+
+    make_golden.datetime = Fixed  # its window_deadline play reads the clock
+    out = []
+    with open_rooms("memory://") as app:
+        app.clock = lambda: MOMENT
+        for play in make_golden.PLAYS:
+            if play.__name__ == "committed_room":
+                continue  # fair dealing's own play: not seeded
+            room = play(app)
+            facts = []
+            for rec in app.records(app.load(room).id):
+                text = json.dumps(rec.fact.model_dump(mode="json"), sort_keys=True)
+                facts.append([rec.type, text.replace(str(rec.originator_id), "ROOM")])
+            out.append([play.__name__, facts])
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(played(Path(sys.argv[1])), indent=1))

@@ -1,0 +1,748 @@
+"""Fair dealing (RULES 9): committed rooms derive every outcome from a committed secret
+and the seats' seeds; the end publishes the secret; a transcript verifies."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from application.stream import APPEND, chain_hash
+from domain import fairness
+from domain.randomness import (
+    ALGORITHM,
+    Derived,
+    commitment,
+    derived_shuffle,
+    mix,
+    uniform,
+    words,
+)
+from infrastructure.keys import Keys, init_key_file, public_key_info
+from infrastructure.storage import open_rooms
+from infrastructure.transfer import export_lines
+from infrastructure.verify import public_key, verify
+from tests.fairness.seeded_facts import played
+from tests.support import layout
+
+ROOT = Path(__file__).resolve().parent.parent
+BOX = "nullentropy-box"
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def committed_layout(**overrides: Any) -> dict[str, Any]:
+    raw = layout(**overrides)
+    del raw["seed"]
+    return raw
+
+
+def ok(app: Any, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
+    result = app.execute(room, seat, command)
+    assert result["ok"], result
+    return dict(result)
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Any:
+    key = tmp_path / "server.key"
+    init_key_file(key)
+    with open_rooms(f"sqlite:///{tmp_path}/rooms.db", key_file=str(key)) as rooms:
+        rooms.key_file = key  # type: ignore[attr-defined]
+        yield rooms
+
+
+def play(app: Any) -> str:
+    """A committed room: seeds (one during a search), a late deck shuffle, a Box search,
+    draws past a reshuffle of the discard pile, the end."""
+    room = str(app.create_room(committed_layout())["room"])
+    ok(app, room, "richese", {"type": "seed", "value": "dunes of arrakis"})
+    ok(app, room, "emperor", {"type": "seed", "value": "Padishah 10191"})
+    ok(app, room, "emperor", {"type": "draw"})
+    ok(app, room, "richese", {"type": "begin_search", "card": BOX})
+    ok(app, room, "harkonnen", {"type": "seed", "value": "during the search"})
+    search = app.seat_view(room, "richese")["nullentropy"]["search"]
+    ok(app, room, "richese", {"type": "select_card", "search": search["event"],
+                              "card": search["cards"][0]["id"]})
+    for _ in range(60):
+        drawn = ok(app, room, "harkonnen", {"type": "draw"})
+        hand = app.seat_view(room, "harkonnen")["me"]["hand"]
+        ok(app, room, "harkonnen", {"type": "discard", "card": hand[-1]["id"]})
+        if any(e["type"] == "DiscardReshuffled" for e in drawn["events"]):
+            break
+    else:
+        raise AssertionError("the discard pile was never reshuffled")
+    return room
+
+
+def transcript(app: Any, room: str) -> bytes:
+    from infrastructure.verify import transcript as lines
+
+    return b"".join(lines(app, room))
+
+
+def key_of(app: Any) -> Any:
+    return public_key(public_key_info(app.key_file)["public_key"])
+
+
+# --- the derivation -------------------------------------------------------------------
+
+
+def test_uniform_rejects_the_words_above_the_last_whole_multiple():
+    n = 3
+    limit = (2**32 // n) * n
+    assert uniform(iter([limit, limit + 1, 7]), n) == 7 % n  # two rejected, then 7
+    assert uniform(iter([limit - 1]), n) == (limit - 1) % n
+
+
+def test_words_are_the_hmac_blocks_read_big_endian():
+    import hashlib
+    import hmac
+
+    secret = bytes(range(32))
+    stream = words(secret, "room", 5, 2, "ab", )
+    first = [next(stream) for _ in range(9)]
+    block0 = hmac.new(secret, b"room:5:2:ab:0", hashlib.sha256).digest()
+    block1 = hmac.new(secret, b"room:5:2:ab:1", hashlib.sha256).digest()
+    assert first[:8] == [int.from_bytes(block0[i:i + 4], "big") for i in range(0, 32, 4)]
+    assert first[8] == int.from_bytes(block1[:4], "big")
+
+
+def test_the_mix_is_sha256_of_the_canonical_seeds():
+    import hashlib
+
+    seeds = {"richese": "a b", "emperor": None}
+    assert mix(seeds) == hashlib.sha256(b'{"emperor":"","richese":"a b"}').hexdigest()
+    assert commitment(b"\x00" * 32) == hashlib.sha256(
+        b"dune-ledger:commit:" + b"\x00" * 32).hexdigest()
+
+
+def naive_shuffle(stream: Any, ids: list[str]) -> list[str]:
+    """A classic mistake (swap each place with any place): biased."""
+    out = list(ids)
+    for i in range(len(out)):
+        j = uniform(stream, len(out))
+        out[i], out[j] = out[j], out[i]
+    return out
+
+
+def position_chi_square(shuffle: Any, trials: int = 4000) -> float:
+    """The largest chi-square, over the cards, of where each card lands among four."""
+    ids = ["a", "b", "c", "d"]
+    secret = bytes(range(32))
+    counts = {cid: [0] * len(ids) for cid in ids}
+    for version in range(trials):
+        for place, cid in enumerate(shuffle(words(secret, "room", version, 0, "m"), ids)):
+            counts[cid][place] += 1
+    expected = trials / len(ids)
+    return max(sum((n - expected) ** 2 / expected for n in row) for row in counts.values())
+
+
+def test_the_derived_shuffle_puts_each_card_in_each_place_uniformly():
+    """Fixed budget: 4,000 derived shuffles of four cards, each card's four places a
+    chi-square of 3 degrees of freedom; threshold 16.27 (p = 0.001). The same
+    statistic finds the naive swap-anywhere shuffle's bias, so the test can fail."""
+    assert position_chi_square(derived_shuffle) < 16.27
+    assert position_chi_square(naive_shuffle) > 16.27
+
+
+def test_a_sample_is_the_prefix_of_the_shuffle_and_calls_are_counted():
+    secret = bytes(32)
+    port = Derived(secret, "room", 9, "m")
+    shuffled = port.shuffle(list("abcdef"))
+    sampled = port.sample(list("abcdef"), 2)
+    assert port.calls == 2
+    assert shuffled == derived_shuffle(words(secret, "room", 9, 0, "m"), list("abcdef"))
+    assert sampled == derived_shuffle(words(secret, "room", 9, 1, "m"), list("abcdef"))[:2]
+    drawn = port.last_draw()
+    assert drawn is not None and drawn.call == 1 and drawn.input == list("abcdef")
+
+
+# --- a committed room -----------------------------------------------------------------
+
+
+def test_a_committed_room_commits_and_shuffles_its_deck_at_the_first_draw(app):
+    created = app.create_room(committed_layout())
+    room = created["room"]
+    view = app.public_view(room)
+    f = view["fairness"]
+    assert f["mode"] == "committed" and f["algorithm"] == ALGORITHM
+    assert HEX64.fullmatch(f["commitment"]) and f["secret"] is None
+    assert f["seeds"] == {"richese": None, "emperor": None, "harkonnen": None}
+    assert view["ended"] is False
+    assert app.load(room).state.fairness.deck_shuffled is False
+    ok(app, room, "emperor", {"type": "seed", "value": "x"})
+    assert app.public_view(room)["fairness"]["seeds"]["emperor"] == "x"
+    drawn = ok(app, room, "emperor", {"type": "draw"})
+    assert [e["type"] for e in drawn["events"]] == ["DeckShuffled", "CardDrawn"]
+    rng = drawn["events"][0]["rng"]
+    state = app.load(room).state
+    assert rng == {"version": 3, "call": 0, "mix": mix(state.fairness.seeds)}
+    assert "input" not in orjson.dumps(drawn).decode()  # the shuffled input is private
+    again = ok(app, room, "emperor", {"type": "draw"})
+    assert [e["type"] for e in again["events"]] == ["CardDrawn"]  # shuffled once
+
+
+def test_a_seeded_or_layout_room_shows_its_mode_and_refuses_seeds(app):
+    seeded = app.create_room(layout())["room"]
+    f = app.public_view(seeded)["fairness"]
+    assert f == {"mode": "seeded", "algorithm": None, "commitment": None,
+                 "seeds": {"richese": None, "emperor": None, "harkonnen": None},
+                 "secret": None}
+    refused = app.execute(seeded, "emperor", {"type": "seed", "value": "x"})
+    assert refused["error"]["code"] == "not_eligible"
+    assert not any(a["type"] == "seed" for a in app.seat_view(seeded, "emperor")["actions"])
+
+
+@pytest.mark.parametrize("value", ["", "x" * 65, "tab\there", "é", 7])
+def test_a_seed_is_1_to_64_printable_ascii(app, value):
+    room = app.create_room(committed_layout())["room"]
+    refused = app.execute(room, "emperor", {"type": "seed", "value": value})
+    assert refused["error"]["code"] == "invalid_command"
+
+
+def test_a_rejected_command_draws_nothing(app, monkeypatch):
+    """The derivation's call counter does not move for a refused command."""
+    room = app.create_room(committed_layout())["room"]
+    ports: list[Derived] = []
+    made = fairness.port
+
+    def counting(state: Any, version: int) -> Any:
+        port = made(state, version)
+        ports.append(port)  # type: ignore[arg-type]
+        return port
+
+    monkeypatch.setattr(fairness, "port", counting)
+    for seat, command in [("harkonnen", {"type": "begin_search", "card": BOX}),
+                          ("richese", {"type": "discard", "card": "stunner"}),
+                          ("richese", {"type": "select_card", "search": "e2", "card": "x"})]:
+        assert not app.execute(room, seat, command)["ok"]
+    assert ports and all(p.calls == 0 for p in ports)
+    ok(app, room, "emperor", {"type": "draw"})
+    assert ports[-1].calls == 1  # and an accepted draw does draw
+
+
+def test_the_end_publishes_the_secret_refuses_later_commands_and_is_idempotent(app):
+    room = play(app)
+    commit = app.public_view(room)["fairness"]["commitment"]
+    ended = app.end_room(room, "end-1")
+    assert ended["ok"] and [e["type"] for e in ended["events"]] == ["RoomEnded"]
+    secret = ended["events"][0]["secret"]
+    assert HEX64.fullmatch(secret) and commitment(bytes.fromhex(secret)) == commit
+    assert app.end_room(room, "end-1") == ended  # the same command id: the first result
+    assert app.end_room(room)["error"]["code"] == "room_ended"
+    view = app.seat_view(room, "emperor")
+    assert view["ended"] == ended["version"] and view["fairness"]["secret"] == secret
+    assert view["actions"] == []
+    for seat, command in [("emperor", {"type": "draw"}),
+                          ("emperor", {"type": "seed", "value": "late"}),
+                          ("harkonnen", {"type": "set_autopilot", "enabled": False})]:
+        assert app.execute(room, seat, command)["error"]["code"] == "room_ended"
+    assert app.load(room).version == ended["version"]
+
+
+def test_the_end_is_not_a_seat_command(app):
+    room = app.create_room(committed_layout())["room"]
+    refused = app.execute(room, "emperor", {"type": "end_room"})
+    assert refused["error"]["code"] == "invalid_command"
+    assert app.public_view(room)["ended"] is False
+
+
+def test_a_transcript_is_refused_before_the_end(app):
+    from domain.errors import Rejection
+
+    room = app.create_room(committed_layout())["room"]
+    with pytest.raises(Rejection) as info:
+        transcript(app, room)
+    assert info.value.code == "room_not_ended"
+
+
+# --- verify ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ended(app):
+    room = play(app)
+    assert app.end_room(room)["ok"]
+    return app, room, transcript(app, room)
+
+
+def test_a_real_transcript_verifies(ended):
+    app, room, data = ended
+    report = verify(data, key_of(app))
+    assert report == {"ok": True, "room": room, "events": len(data.splitlines()),
+                      "checks": dict.fromkeys(report["checks"], True), "first_failure": None}
+    assert set(report["checks"]) == {"chain_intact", "signatures", "commitment", "seeds",
+                                     "shuffles", "draws", "replay"}
+    types = [orjson.loads(line)["type"] for line in data.splitlines()]
+    assert {"DeckShuffled", "PileShuffled", "DiscardReshuffled", "SeatSeedSet",
+            "RoomEnded"} <= set(types)
+
+
+def lines_of(data: bytes) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+def resigned(lines: list[dict[str, Any]], key_file: Path) -> bytes:
+    """The lines chained and signed again with the server's own key: a dishonest server
+    can sign whatever it likes, so only the derivation can catch it."""
+    keys = Keys(key_file)
+    head = "0" * 64
+    out = []
+    for i, line in enumerate(lines):
+        payload = orjson.loads(line["payload"])
+        payload["prev"] = head
+        text = orjson.dumps(payload).decode()
+        digest = chain_hash(line["room"], line["version"], line["type"], text.encode())
+        last = i + 1 == len(lines) or orjson.loads(lines[i + 1]["payload"])["append"] \
+            != payload["append"]
+        out.append({**line, "payload": text, "prev": head, "hash": digest,
+                    "sig": keys.sign(APPEND + digest.encode()) if last else None})
+        head = digest
+    return b"".join(orjson.dumps(line) + b"\n" for line in out)
+
+
+def edited(data: bytes, kind: str, change: Any, nth: int = 0) -> list[dict[str, Any]]:
+    lines = lines_of(data)
+    hits = [i for i, line in enumerate(lines) if line["type"] == kind]
+    i = hits[nth]
+    payload = orjson.loads(lines[i]["payload"])
+    change(payload["fact"])
+    lines[i]["payload"] = orjson.dumps(payload).decode()
+    return lines
+
+
+def swap_first_two(fact: dict[str, Any]) -> None:
+    fact["order"][0], fact["order"][1] = fact["order"][1], fact["order"][0]
+
+
+def failure(report: dict[str, Any]) -> tuple[str, int]:
+    assert report["ok"] is False
+    return report["first_failure"]["check"], report["first_failure"]["version"]
+
+
+def version_of(data: bytes, kind: str, nth: int = 0) -> int:
+    return int([line for line in lines_of(data) if line["type"] == kind][nth]["version"])
+
+
+def test_a_reordered_shuffle_fails_the_derivation(ended):
+    app, _, data = ended
+    for kind in ("DeckShuffled", "PileShuffled", "DiscardReshuffled"):
+        forged = resigned(edited(data, kind, swap_first_two), app.key_file)
+        report = verify(forged, key_of(app))
+        assert failure(report) == ("shuffles", version_of(data, kind)), kind
+        assert report["checks"]["chain_intact"] and report["checks"]["signatures"]
+
+
+def test_a_swapped_draw_fails_the_draw_check(ended):
+    app, _, data = ended
+    cards = [orjson.loads(line["payload"])["fact"]["card"]
+             for line in lines_of(data) if line["type"] == "CardDrawn"]
+
+    def other(fact: dict[str, Any]) -> None:
+        fact["card"] = cards[1]
+
+    forged = resigned(edited(data, "CardDrawn", other), app.key_file)
+    assert failure(verify(forged, key_of(app))) == ("draws", version_of(data, "CardDrawn"))
+
+
+def test_a_secret_that_does_not_match_the_commitment_fails_it(ended):
+    app, _, data = ended
+
+    def other(fact: dict[str, Any]) -> None:
+        fact["secret"] = "0" * 64
+
+    forged = resigned(edited(data, "RoomEnded", other), app.key_file)
+    report = verify(forged, key_of(app))
+    assert failure(report) == ("commitment", version_of(data, "RoomEnded"))
+    assert report["checks"]["shuffles"] is False  # nothing derived under that secret
+
+
+def test_a_changed_seed_fails_the_seeds_check(ended):
+    app, _, data = ended
+
+    def other(fact: dict[str, Any]) -> None:
+        fact["value"] = "a seed nobody set"
+
+    forged = resigned(edited(data, "SeatSeedSet", other), app.key_file)
+    report = verify(forged, key_of(app))
+    assert failure(report) == ("seeds", version_of(data, "DeckShuffled"))
+
+
+def test_an_edit_without_the_key_fails_the_chain_and_a_foreign_key_the_signatures(
+        ended, tmp_path):
+    app, _, data = ended
+    lines = edited(data, "DeckShuffled", swap_first_two)
+    forged = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    assert failure(verify(forged, key_of(app)))[0] == "chain_intact"
+    other = tmp_path / "other.key"
+    init_key_file(other)
+    assert failure(verify(data, public_key(public_key_info(other)["public_key"]))) == (
+        "signatures", 1)
+
+
+def test_a_seeded_room_has_nothing_to_verify(app):
+    room = app.create_room(layout())["room"]
+    assert app.end_room(room)["ok"]
+    report = verify(transcript(app, room), key_of(app))
+    assert failure(report) == ("commitment", 1)
+
+
+# --- seeded rooms are as they were ------------------------------------------------------
+
+
+def test_seeded_rooms_append_exactly_the_facts_they_did_before_fair_dealing():
+    """Every scripted play of scripts/make_golden.py (all seeded) appends the same facts,
+    byte for byte, as the code before fair dealing did (tests/fairness/seeded-before.json,
+    written by tests/fairness/seeded_facts.py at 0d2db45)."""
+    before = json.loads((ROOT / "tests" / "fairness" / "seeded-before.json").read_text())
+    assert json.loads(json.dumps(played(ROOT))) == before
+
+
+# --- docs/fairness.md: the derivation as a short program --------------------------------
+
+
+def doc_program() -> str:
+    text = (ROOT / "docs" / "fairness.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, "docs/fairness.md holds one Python program"
+    return blocks[0]
+
+
+def test_the_program_in_the_docs_rederives_every_shuffle_of_a_real_transcript(ended,
+                                                                            tmp_path):
+    import subprocess
+    import sys
+
+    app, _, data = ended
+    program = tmp_path / "derive.py"
+    program.write_text(doc_program())
+    assert not re.search(r"^\s*(from|import)\s+(?!(hashlib|hmac|json|sys)\b)", doc_program(),
+                         re.M), "the standard library only"
+    path = tmp_path / "room.transcript"
+    path.write_bytes(data)
+    run = subprocess.run([sys.executable, "-I", str(program), str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    outcomes = sum(1 for line in lines_of(data)
+                   if '"rng"' in line["payload"] and '"rng":null' not in line["payload"])
+    assert run.stdout.strip().endswith(f"{outcomes} outcomes derived again")
+    forged = resigned(edited(data, "DeckShuffled", swap_first_two), app.key_file)
+    path.write_bytes(forged)
+    run = subprocess.run([sys.executable, "-I", str(program), str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "DeckShuffled" in run.stdout
+
+
+def test_base64_key_parsing_refuses_garbage():
+    from infrastructure.verify import TranscriptError
+
+    with pytest.raises(TranscriptError):
+        public_key("not a key")
+    with pytest.raises(TranscriptError):
+        public_key(base64.b64encode(b"short").decode())
+
+
+# --- the secret stays private until the end; the HTTP routes ----------------------------
+
+
+def secret_of(app: Any, room: str) -> str:
+    return str(app.load(room).state.fairness.secret)
+
+
+def test_no_outbound_path_carries_the_secret_before_the_end(tmp_path, capfd):
+    """Views, logs, results, errors, time travel, read-model rows, HTTP answers and the
+    process's own output, at every version of a played committed room (tests/leaks.py
+    checks the secret too); a cipher key keeps it out of the database file."""
+    from fastapi.testclient import TestClient
+
+    from infrastructure.http import create_app
+    from tests import leaks
+
+    key = tmp_path / "sealed.key"
+    init_key_file(key, cipher=True)
+    db = tmp_path / "rooms.db"
+    with open_rooms(f"sqlite:///{db}", key_file=str(key)) as app, \
+            TestClient(create_app(app, admin_token="operator-token")) as client:
+        room = play(app)
+        secret = secret_of(app, room)
+        problems = leaks.scan_room(app, room)
+        for seat in ("richese", "emperor", "harkonnen"):
+            for command in ({"type": "seed", "value": seat}, {"type": "draw"},
+                            {"type": "seed", "value": "x" * 65}):
+                before = leaks.true_state(app, room)
+                result = app.execute(room, seat, command)
+                problems += leaks.error_problems(before, seat, {}, result)
+        created = client.post("/rooms", json=committed_layout(),
+                              headers={"Authorization": "Bearer operator-token"}).json()
+        other, tokens = created["room"], created["seats"]
+        theirs = secret_of(app, other)
+        seat = {"Authorization": f"Bearer {tokens['emperor']}"}
+        answers = [client.post(f"/rooms/{other}/commands", json={"type": "draw"}, headers=seat),
+                   client.get(f"/rooms/{other}/view", headers=seat),
+                   client.get(f"/rooms/{other}/public", headers=seat),
+                   client.get(f"/rooms/{other}/log", headers=seat),
+                   client.get(f"/rooms/{other}/transcript", headers=seat),
+                   client.post(f"/rooms/{other}/end", headers=seat),
+                   client.get(f"/rooms/{other}/audit",
+                              headers={"Authorization": "Bearer operator-token"})]
+        assert answers[4].status_code == 409
+        assert answers[4].json()["error"]["code"] == "room_not_ended"
+        assert answers[5].status_code == 403  # a seat token cannot end the room
+        for answer in answers:
+            assert theirs not in answer.text and secret not in answer.text
+        app.read_models.catch_up()
+    rows = db.read_bytes()
+    assert secret.encode() not in rows and theirs.encode() not in rows
+    assert bytes.fromhex(secret) not in rows
+    printed = capfd.readouterr()
+    assert secret not in printed.out + printed.err and theirs not in printed.out + printed.err
+    assert problems == []
+
+
+def test_the_guard_withholds_a_view_that_would_carry_the_secret(monkeypatch):
+    from domain import views
+    from projections import guard
+    from projections.projectors import render
+    from tests.support import state_of
+
+    state = state_of(committed_layout(), secret=bytes(range(32)))
+    real = views.public_view
+    monkeypatch.setattr(views, "public_view", lambda s: {**real(s), "oops": s.fairness.secret})
+    rows = render(state)
+    assert "withheld" in rows["*public*"] and state.fairness.secret not in rows["*public*"]
+    assert guard.secret_leaks(state, f"x{state.fairness.secret}") == {guard.SECRET}
+    state.ended = state.version
+    assert guard.secret_leaks(state, state.fairness.secret) == set()
+
+
+def test_http_ends_a_room_once_and_serves_its_transcript_to_its_tokens(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from infrastructure.http import create_app
+
+    key = tmp_path / "server.key"
+    init_key_file(key)
+    operator = {"Authorization": "Bearer operator-token"}
+    with open_rooms(f"sqlite:///{tmp_path / 'http.db'}", key_file=str(key)) as app, \
+            TestClient(create_app(app, admin_token="operator-token")) as client:
+        created = client.post("/rooms", json=committed_layout(), headers=operator).json()
+        room = created["room"]
+        seat = {"Authorization": f"Bearer {created['seats']['emperor']}"}
+        spectator = {"Authorization": f"Bearer {created['spectator']}"}
+        assert client.post(f"/rooms/{room}/commands", json={"type": "draw"},
+                           headers=seat).json()["ok"]
+        assert client.post(f"/rooms/{room}/end", headers=seat).status_code == 403
+        assert client.post(f"/rooms/{room}/end").status_code == 401
+        first = client.post(f"/rooms/{room}/end", json={"command_id": "end"}, headers=operator)
+        assert first.status_code == 200 and first.json()["events"][0]["type"] == "RoomEnded"
+        again = client.post(f"/rooms/{room}/end", json={"command_id": "end"}, headers=operator)
+        assert again.json() == first.json()
+        bad = client.post(f"/rooms/{room}/end", json={"command_id": 5}, headers=operator)
+        assert bad.status_code == 400
+        refused = client.post(f"/rooms/{room}/commands", json={"type": "draw"}, headers=seat)
+        assert refused.json()["error"]["code"] == "room_ended"
+        texts = []
+        for who in (seat, spectator, operator):
+            answer = client.get(f"/rooms/{room}/transcript", headers=who)
+            assert answer.status_code == 200
+            assert answer.headers["content-type"].startswith("application/x-ndjson")
+            texts.append(answer.content)
+        assert texts[0] == texts[1] == texts[2]
+        assert client.get(f"/rooms/{room}/transcript").status_code == 401
+        assert verify(texts[0], key_of_file(key))["ok"]
+
+
+def key_of_file(key: Path) -> Any:
+    return public_key(public_key_info(key)["public_key"])
+
+
+def test_the_cli_ends_a_room_prints_its_transcript_and_verifies_it(tmp_path):
+    import subprocess
+
+    env_key = tmp_path / "cli.key"
+    init_key_file(env_key)
+    exe = str(ROOT / ".venv" / "bin" / "dune-ledger")
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    env = {"DUNE_LEDGER_KEY_FILE": str(env_key), "PATH": "/usr/bin:/bin"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([exe, "--db", db, *args], capture_output=True, text=True,
+                              env=env, timeout=120)
+
+    layout_file = tmp_path / "layout.json"
+    layout_file.write_text(json.dumps(committed_layout()))
+    room = json.loads(cli("room", "create", str(layout_file)).stdout)["room"]
+    assert cli("room", "command", room, "--as", "emperor", '{"type": "draw"}').returncode == 0
+    early = cli("room", "transcript", room)
+    assert early.returncode == 1 and "room_not_ended" in early.stdout
+    ended = cli("room", "end", room, "--command-id", "e")
+    assert ended.returncode == 0 and json.loads(ended.stdout)["events"][0]["type"] == "RoomEnded"
+    assert cli("room", "end", room, "--command-id", "e").stdout == ended.stdout
+    late = cli("room", "command", room, "--as", "emperor", '{"type": "draw"}')
+    assert late.returncode == 1 and "room_ended" in late.stdout
+    path = tmp_path / "room.transcript"
+    printed = cli("room", "transcript", room)
+    assert printed.returncode == 0
+    path.write_text(printed.stdout)
+    checked = cli("verify", str(path))
+    report = json.loads(checked.stdout)
+    assert checked.returncode == 0 and report["ok"] and report["room"] == room
+    forged = resigned(edited(path.read_bytes(), "DeckShuffled", swap_first_two), env_key)
+    path.write_bytes(forged)
+    failed = cli("verify", str(path), "--key", public_key_info(env_key)["public_key"])
+    assert failed.returncode == 1 and json.loads(failed.stdout)["first_failure"]["check"] == \
+        "shuffles"
+    assert "Traceback" not in failed.stderr
+    path.write_text("not json\n")
+    bad = cli("verify", str(path))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert cli("verify", str(path), "--key", "nope").returncode == 2
+
+
+def test_an_ended_room_has_no_window_deadline_due(app):
+    """The worker does not try to close a window of an ended room every tick."""
+    from datetime import UTC, datetime, timedelta
+
+    from infrastructure.demo import AMBASSADOR_LAYOUT
+
+    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    del raw["seed"]
+    room = app.create_room(raw)["room"]
+    entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
+                                         "via": "shipment"})
+    offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")
+    ok(app, room, "ecaz", {"type": "ambassador_decide", "event": offered["event"],
+                           "trigger": True, "beneficiary": "harkonnen"})
+    assert app.public_view(room)["response"]["deadline"] is not None
+    assert app.end_room(room)["ok"]
+    assert app.close_expired(room, datetime.now(UTC) + timedelta(hours=1)) is None
+    data = transcript(app, room)
+    report = verify(data, key_of(app))
+    assert report["ok"], report
+    # The Ambassador purchase drew from a deck shuffled late, under the derivation.
+    assert "DeckShuffled" in {line["type"] for line in lines_of(data)}
+
+
+def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
+    """A cohort drawn at creation (RoomCreated's `rng`, version 1) and one drawn anew
+    when the last of five is spent (AmbassadorCohortDrawn) verify like the shuffles."""
+    from infrastructure.demo import AMBASSADOR_LAYOUT
+
+    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    del raw["seed"]
+    raw["ambassadors"] = {"placed": [{"token": "richese", "territory": "arrakeen"}]}
+    created = app.create_room(raw)["room"]
+    first = lines_of(b"".join(export_lines(app, created)))[0]
+    fact = orjson.loads(first["payload"])["fact"]
+    assert fact["rng"]["version"] == 1 and fact["rng"]["call"] == 0
+    assert len(fact["state"]["ambassadors"]["cohort"]) == 5
+    assert app.end_room(created)["ok"]
+    assert verify(transcript(app, created), key_of(app))["ok"]
+
+    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    del raw["seed"]
+    raw["ambassadors"] = {
+        "placed": [{"token": "richese", "territory": "arrakeen"}],
+        "cohort": ["richese", "fremen", "guild", "ixians", "atreides"],
+        "used": ["fremen", "guild", "ixians", "atreides"],
+        "copy_pool": ["emperor", "choam"],
+    }
+    room = app.create_room(raw)["room"]
+    entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
+                                         "via": "shipment"})
+    offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")
+    ok(app, room, "ecaz", {"type": "ambassador_decide", "event": offered["event"],
+                           "trigger": True, "beneficiary": "harkonnen"})
+    while (window := app.public_view(room)["response"]) is not None:
+        for seat in window["waiting"]:
+            ok(app, room, seat, {"type": "respond", "event": window["event"],
+                                 "action": "pass"})
+    assert app.end_room(room)["ok"]
+    data = transcript(app, room)
+    assert "AmbassadorCohortDrawn" in {line["type"] for line in lines_of(data)}
+    assert verify(data, key_of(app))["ok"]
+
+    def reorder(fact: dict[str, Any]) -> None:
+        fact["cohort"][0], fact["cohort"][1] = fact["cohort"][1], fact["cohort"][0]
+
+    forged = resigned(edited(data, "AmbassadorCohortDrawn", reorder), app.key_file)
+    assert failure(verify(forged, key_of(app))) == (
+        "shuffles", version_of(data, "AmbassadorCohortDrawn"))
+
+
+def test_no_read_model_row_holds_the_secret_before_the_end(app, tmp_path):
+    """Without a cipher key too: the read models keep the room's state without its
+    secret (the stored events hold it, as they hold every hidden card), and the end
+    writes it back, so the views show it from then on."""
+    import sqlite3
+
+    room = play(app)
+    secret = secret_of(app, room)
+    app.read_models.catch_up()
+    db = sqlite3.connect(str(tmp_path / "rooms.db"))
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                       "AND name LIKE 'dl_%'")]
+    assert {"dl_view_rooms", "dl_seat_views", "dl_public_log"} <= set(tables)
+    for table in tables:
+        for row in db.execute(f"SELECT * FROM {table}"):  # noqa: S608
+            assert secret not in repr(row), table
+    db.close()
+    # Another process, whose read models fold on from the stored (secret-less) state.
+    with open_rooms(f"sqlite:///{tmp_path / 'rooms.db'}", key_file=str(app.key_file)) as other:
+        assert other.end_room(room)["ok"]
+        other.read_models.catch_up()
+        assert other.public_view(room)["fairness"]["secret"] == secret
+        assert other.seat_view(room, "emperor")["fairness"]["secret"] == secret
+
+
+def test_committed_rooms_differing_in_their_secret_show_the_same_public_record():
+    """RULES 7: the deck order a secret derives is hidden; the public log, the public
+    view and each seat's view of other seats are the same for two secrets (the
+    commitment aside, which is the secret's public hash)."""
+    from domain import views
+    from domain.commands import parse_command
+    from domain.rules import decide
+    from tests.support import state_of
+
+    script = [("emperor", {"type": "seed", "value": "a"}), ("emperor", {"type": "draw"}),
+              ("harkonnen", {"type": "draw"}), ("richese", {"type": "begin_search",
+                                                            "card": BOX}),
+              ("harkonnen", {"type": "seed", "value": "b"}),
+              ("richese", {"type": "select_card", "card": "baliset"}),
+              ("emperor", {"type": "draw"})]
+    seen, decks = [], []
+    for secret in (bytes(32), bytes(range(32))):
+        state = state_of(committed_layout(), secret=secret)
+        log = []
+        for actor, command in script:
+            if command["type"] == "select_card":
+                assert state.search is not None
+                command = {**command, "search": state.search.event}
+            tx = decide(state, actor, parse_command(command),
+                        fairness.port(state, state.version + 1))
+            state = tx.state
+            log += [(e.type, e.public()) for e in tx.events]
+        public = views.public_view(state)
+        public["fairness"].pop("commitment")
+        seen.append((log, public))
+        decks.append(state.deck)
+    assert decks[0] != decks[1]  # the hidden facts differ
+    assert seen[0] == seen[1]
+    assert any(t == "DeckShuffled" for t, _ in seen[0][0])
+
+
+def test_the_operator_may_end_a_room_during_a_search(app):
+    room = app.create_room(committed_layout())["room"]
+    ok(app, room, "richese", {"type": "begin_search", "card": BOX})
+    assert app.end_room(room)["ok"]
+    search = app.load(room).state.search
+    assert search is not None  # left as it was: the transcript shows the open search
+    refused = app.execute(room, "richese", {"type": "select_card", "search": search.event,
+                                            "card": "baliset"})
+    assert refused["error"]["code"] == "room_ended"
+    assert verify(transcript(app, room), key_of(app))["ok"]
