@@ -27,6 +27,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import unquote_plus
 
 from eventsourcing.persistence import InterfaceError, OperationalError
 from fastapi import FastAPI, Query, Request
@@ -148,7 +149,33 @@ def same_secret(a: str, b: str) -> bool:
     return secrets.compare_digest(a.encode(), b.encode())
 
 
-SECRET_QUERY = re.compile(r"(?i)(token=)[^&\s]*")
+REDACTED = "[redacted]"
+
+
+def secret_name(name: str) -> bool:
+    """Whether a query parameter's name, however percent-encoded (even more than once),
+    names a token: its value is then never logged."""
+    for _ in range(4):
+        decoded = unquote_plus(name)
+        if decoded == name:
+            break
+        name = decoded
+    return "token" in name.casefold()
+
+
+def redact_url(target: str) -> str:
+    """A path with its query string, every token parameter's value replaced: the query
+    is parsed as the framework parses it (split on `&`, each name percent-decoded), so
+    `?%74oken=` is redacted as `?token=` is."""
+    path, mark, query = target.partition("?")
+    if not mark:
+        return target
+    parts = []
+    for part in re.split(r"([&;])", query):  # `;` too: a parser that splits on it
+        name, eq, _ = part.partition("=")
+        parts.append(part if not secret_name(name) else f"{name}={REDACTED}" if eq
+                     else REDACTED)
+    return f"{path}?{''.join(parts)}"
 
 
 class AccessLogRedaction(logging.Filter):
@@ -157,10 +184,10 @@ class AccessLogRedaction(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
-            record.args = tuple(SECRET_QUERY.sub(r"\1[redacted]", a) if isinstance(a, str)
-                                else a for a in record.args)
+            record.args = tuple(redact_url(a) if isinstance(a, str) else a
+                                for a in record.args)
         elif isinstance(record.msg, str):
-            record.msg = SECRET_QUERY.sub(r"\1[redacted]", record.msg)
+            record.msg = " ".join(redact_url(word) for word in record.msg.split(" "))
         return True
 
 
