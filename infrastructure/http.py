@@ -38,8 +38,6 @@ from pydantic import TypeAdapter
 from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from application.rooms import RoomsApp, token_hash
 from domain.commands import AnyCommand
@@ -242,29 +240,56 @@ class Tokens:
         return stored is not None and same_secret(stored, token_hash(token))
 
 
+OPERATOR_SCOPE = "*operator*"  # the operator routes' scope of wrong tokens: never a room id
+
+
 class WrongTokens:
-    """Wrong tokens per client: WRONG_LIMIT within WRONG_WINDOW seconds, then 429."""
+    """Wrong tokens per client address and scope (a room, or the operator routes):
+    WRONG_LIMIT within WRONG_WINDOW seconds, then 429.
+
+    Only wrong tokens are counted and refused: a correct seat or spectator token is
+    checked first and always accepted, whatever its address sent before, so one
+    player's guesses never lock out the other seats behind the same address (a game
+    site's backend, a table behind one router). Those tokens are 192 random bits:
+    the limit slows a scan, it is not what makes them safe. The operator token is
+    chosen by a person and may be weak, so on the operator routes an address over
+    the limit gets 429 before its token is compared: no answer tells it whether a
+    guess was right.
+    """
 
     def __init__(self) -> None:
-        self.clients: OrderedDict[str, list[float]] = OrderedDict()
+        self.clients: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        self.lock = threading.Lock()
 
-    def check(self, client: str) -> None:
-        times = self._recent(client)
+    def check(self, client: str, scope: str) -> None:
+        """429 when `client` is over the limit in `scope`."""
+        with self.lock:
+            times = self._recent((client, scope))
         if len(times) >= WRONG_LIMIT:
             wait = int(WRONG_WINDOW - (time.monotonic() - times[0])) + 1
             raise Refused("too_many_attempts", "too many wrong tokens from this client; "
                           f"wait {wait} s", headers={"Retry-After": str(wait)})
 
-    def wrong(self, client: str) -> None:
-        self._recent(client).append(time.monotonic())
-        self.clients.move_to_end(client)
-        while len(self.clients) > CLIENTS:
-            self.clients.popitem(last=False)
+    def wrong(self, client: str, scope: str, message: str) -> Refused:
+        """Count one wrong token; the refusal to raise (429 over the limit, else 401)."""
+        key = (client, scope)
+        with self.lock:
+            times = self._recent(key)
+            times.append(time.monotonic())
+            del times[:-WRONG_LIMIT]  # the oldest that still counts is all the limit needs
+            self.clients.move_to_end(key)
+            while len(self.clients) > CLIENTS:
+                self.clients.popitem(last=False)
+        try:
+            self.check(client, scope)
+        except Refused as over:
+            return over
+        return Refused("unauthorized", message)
 
-    def _recent(self, client: str) -> list[float]:
+    def _recent(self, key: tuple[str, str]) -> list[float]:
         horizon = time.monotonic() - WRONG_WINDOW
-        times = [t for t in self.clients.get(client, []) if t > horizon]
-        self.clients[client] = times
+        times = [t for t in self.clients.get(key, []) if t > horizon]
+        self.clients[key] = times
         return times
 
 
@@ -356,40 +381,41 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     def is_admin(token: str) -> bool:
         return bool(admin_token) and same_secret(token, admin_token)
 
+    def token_of(request: Request, query_token: str | None = None) -> str:
+        """The request's token: the header, or `?token=` where a route takes it."""
+        if query_token and "authorization" not in request.headers:
+            return query_token
+        return bearer(request)
+
     async def seat_of(request: Request, room: str, query_token: str | None = None) -> str:
-        who = client(request)
-        wrong_tokens.check(who)
-        token = query_token if query_token and "authorization" not in request.headers \
-            else bearer(request)
+        token = token_of(request, query_token)
         seat = await bounded(tokens().seat, room, token)
         if seat is None:
-            wrong_tokens.wrong(who)
-            raise Refused("unauthorized", "that token is not a seat token of this room")
+            raise wrong_tokens.wrong(client(request), canonical(room),
+                                     "that token is not a seat token of this room")
         return seat
 
     async def seat_or_spectator(request: Request, room: str) -> str | None:
         """The seat of a seat token, None for the room's spectator token."""
-        who = client(request)
-        wrong_tokens.check(who)
         token = bearer(request)
         seat = await bounded(tokens().seat, room, token)
         if seat is None and not await bounded(tokens().spectator, room, token):
-            wrong_tokens.wrong(who)
-            raise Refused("unauthorized", "that token is not a token of this room")
+            raise wrong_tokens.wrong(client(request), canonical(room),
+                                     "that token is not a token of this room")
         return seat
 
     async def operator(request: Request, room: str | None = None) -> None:
         """The operator routes: the operator token when one is set; never a seat token."""
         who = client(request)
-        wrong_tokens.check(who)
+        if admin_token:
+            wrong_tokens.check(who, OPERATOR_SCOPE)  # before the comparison: no oracle
         token = bearer(request) if admin_token or "authorization" in request.headers else ""
         if is_admin(token):
             return
         if token and room is not None and await bounded(tokens().seat, room, token) is not None:
             raise Refused("forbidden", "this route needs the operator token, not a seat token")
         if admin_token:
-            wrong_tokens.wrong(who)
-            raise Refused("unauthorized", "this route needs the operator token")
+            raise wrong_tokens.wrong(who, OPERATOR_SCOPE, "this route needs the operator token")
 
     async def bounded(fn: Callable[..., Any], *args: Any, seconds: float = READ_BOUND) -> Any:
         """A read that answers 503 rather than wait on a store that does not answer."""
@@ -617,12 +643,16 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         observability.audited(report)
         return JSONResponse(report)
 
-    # /metrics: prometheus-client's own app on the default registry (the metrics are
-    # defined in infrastructure/observability.py), behind the operator token if set.
-    from prometheus_client import make_asgi_app
+    # /metrics: prometheus-client's text of the default registry (the metrics are
+    # defined in infrastructure/observability.py), behind the operator token if set,
+    # its wrong tokens counted as on every operator route.
+    @api.get("/metrics", include_in_schema=False)
+    async def metrics(request: Request) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-    api.router.routes.append(Route("/metrics", OperatorOnly(make_asgi_app(), admin_token),
-                                   include_in_schema=False))
+        await operator(request)
+        return Response(await run_in_threadpool(generate_latest, REGISTRY),
+                        media_type=CONTENT_TYPE_LATEST)
 
     # The seat page (GET /play/{room}) is mounted here by its own module.
 
@@ -648,23 +678,6 @@ def etags(header: str) -> set[str]:
     its version), `*` as any."""
     out = {t.strip().removeprefix("W/") for t in header.split(",") if t.strip()}
     return out
-
-
-class OperatorOnly:
-    """An ASGI app behind the operator token (when one is set)."""
-
-    def __init__(self, inner: ASGIApp, admin_token: str) -> None:
-        self.inner, self.admin_token = inner, admin_token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.admin_token and scope["type"] == "http":
-            headers = dict(scope.get("headers") or [])
-            scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-            if scheme.lower() != "bearer" or not same_secret(token.strip(), self.admin_token):
-                await failure("unauthorized", "/metrics needs the operator token")(
-                    scope, receive, send)
-                return
-        await self.inner(scope, receive, send)
 
 
 async def query(fn: Callable[..., Awaitable[Any] | Any], *args: Any) -> Any:
