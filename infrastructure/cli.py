@@ -80,6 +80,7 @@ def check_settings() -> None:
     with what to set instead, never a traceback from deep inside a command."""
     from application.autopilot import configured_pace
     from application.rooms import ROOM_CACHE_ENV, room_cache_size
+    from infrastructure.watch import configured_streams_per_client
     from projections.read_models import configured_cache
 
     def whole(name: str, least: int = 0) -> None:
@@ -96,6 +97,7 @@ def check_settings() -> None:
         configured_pace()
         observability.configured_level()
         observability.configured_format()
+        configured_streams_per_client()
     except ValueError as e:
         raise UsageError(f"{e}: set it so, or unset it for the default") from None
     topic = os.environ.get("APPLICATION_RECORDER_TOPIC", "").strip()

@@ -23,10 +23,10 @@ import secrets
 import socket
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote_plus
 
 from eventsourcing.persistence import InterfaceError, OperationalError
@@ -35,6 +35,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
+from sse_starlette import ServerSentEvent
 from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -48,7 +49,7 @@ from infrastructure import observability
 from infrastructure.page import router as page_router
 from infrastructure.storage import UsageError
 from infrastructure.strict_json import JSONInputError, loads
-from infrastructure.watch import RoomWatch, canonical
+from infrastructure.watch import RoomWatch, canonical, configured_streams_per_client
 
 log = logging.getLogger("dune_ledger.http")
 
@@ -56,8 +57,10 @@ MAX_BODY = 64 * 1024  # a layout names every card once: a few KB; commands are f
 KEEPALIVE = 15  # seconds between the stream's keep-alive comments
 TOKEN_CACHE = 4096  # rooms whose seat-token hashes are kept in memory
 # Seconds a room's token hashes are trusted from memory: a token re-issued by another
-# process stops working here within this time (at once on the process that issued it).
-TOKEN_TTL = 2.0
+# process stops working here within this time (at once on the process that issued it);
+# INTERFACE allows 1 s. A stream never relies on it: it checks the room as stored.
+TOKEN_TTL = 0.5
+STREAMS_PER_TOKEN = 8  # INTERFACE: at most 8 open streams a token, 429 beyond
 # Reads answer 503 rather than wait longer than this on a store that does not answer.
 READ_BOUND = 1.8
 READY_BOUND = 1.0  # /readyz: the store answers within this, or 503
@@ -80,6 +83,7 @@ STATUS = {
     "conflict": 409,
     "stale_event": 409,
     "too_many_attempts": 429,
+    "too_many_streams": 429,
     "busy": 503,
     "unavailable": 503,
     "not_configured": 503,
@@ -196,48 +200,69 @@ def install_access_log_filter() -> None:
         access.addFilter(AccessLogRedaction())
 
 
+class Known(NamedTuple):
+    """A room's token hashes as read from the store at `version`, at monotonic `at`."""
+
+    at: float
+    seats: dict[str, str]
+    spectator: str | None
+    version: int
+
+
 class Tokens:
     """Seat and spectator token hashes per room (by canonical id), kept TOKEN_TTL seconds."""
 
     def __init__(self, rooms: RoomsApp) -> None:
         self.rooms = rooms
-        self.hashes: OrderedDict[str, tuple[float, dict[str, str], str | None]] = OrderedDict()
+        self.hashes: OrderedDict[str, Known] = OrderedDict()
         self.lock = threading.Lock()  # looked up from the threadpool
 
-    def of(self, room_id: str) -> tuple[dict[str, str], str | None]:
+    def of(self, room_id: str, *, stored: bool = False) -> Known:
+        """The room's token hashes: from memory if younger than TOKEN_TTL, or (`stored`,
+        or else) from the room as stored now."""
         try:
             room_id = canonical(room_id)  # one entry per room, however it is spelled
         except Rejection as r:
             raise Refused(r.code, r.message) from None
         known = self.hashes.get(room_id)
-        if known is None or time.monotonic() - known[0] > TOKEN_TTL:
+        if stored or known is None or time.monotonic() - known.at > TOKEN_TTL:
             try:
                 room = self.rooms.current(room_id)
             except Rejection as r:
                 raise Refused(r.code, r.message) from None
             self.rooms.kept.keep(room)
-            known = (time.monotonic(), dict(room.token_hashes), room.spectator_hash)
+            known = Known(time.monotonic(), dict(room.token_hashes), room.spectator_hash,
+                          room.version)
             with self.lock:
                 self.hashes[room_id] = known
                 self.hashes.move_to_end(room_id)
                 if len(self.hashes) > TOKEN_CACHE:
                     self.hashes.popitem(last=False)
-        return known[1], known[2]
+        return known
 
     def forget(self, room_id: str) -> None:
         self.hashes.pop(canonical(room_id), None)
 
     def seat(self, room_id: str, token: str) -> str | None:
-        digest = token_hash(token)
-        found = None
-        for faction, stored in self.of(room_id)[0].items():
-            if same_secret(stored, digest):  # every seat compared: constant time
-                found = faction
-        return found
+        return seat_of_hash(self.of(room_id).seats, token_hash(token))
+
+    def stored_seat(self, room_id: str, token: str) -> tuple[str | None, int]:
+        """The token's seat in the room as stored now (no older memory), and the
+        version it was checked at."""
+        known = self.of(room_id, stored=True)
+        return seat_of_hash(known.seats, token_hash(token)), known.version
 
     def spectator(self, room_id: str, token: str) -> bool:
-        stored = self.of(room_id)[1]
+        stored = self.of(room_id).spectator
         return stored is not None and same_secret(stored, token_hash(token))
+
+
+def seat_of_hash(seats: dict[str, str], digest: str) -> str | None:
+    found = None
+    for faction, stored in seats.items():
+        if same_secret(stored, digest):  # every seat compared: constant time
+            found = faction
+    return found
 
 
 OPERATOR_SCOPE = "*operator*"  # the operator routes' scope of wrong tokens: never a room id
@@ -293,6 +318,25 @@ class WrongTokens:
         return times
 
 
+class OpenStreams:
+    """The streams this process has open, by token hash and by client address (on the
+    event loop: no lock)."""
+
+    def __init__(self) -> None:
+        self.by_token: Counter[str] = Counter()
+        self.by_client: Counter[str] = Counter()
+
+    def opened(self, digest: str, client: str) -> None:
+        self.by_token[digest] += 1
+        self.by_client[client] += 1
+
+    def closed(self, digest: str, client: str) -> None:
+        for counts, key in ((self.by_token, digest), (self.by_client, client)):
+            counts[key] -= 1
+            if counts[key] <= 0:
+                del counts[key]
+
+
 def command_schema() -> tuple[dict[str, Any], dict[str, Any]]:
     """The command body's JSON schema, and its definitions for `components`."""
     schema = TypeAdapter(AnyCommand).json_schema(ref_template="#/components/schemas/{model}")
@@ -337,6 +381,8 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         admin_token = os.environ.get("DUNE_LEDGER_ADMIN_TOKEN", "")
     state: dict[str, Any] = {}
     wrong_tokens = WrongTokens()
+    streams = OpenStreams()
+    streams_per_client = configured_streams_per_client()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -579,42 +625,65 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         view changes, a keep-alive comment every 15 s; `Last-Event-ID` resumes. The
         token may come as `?token=` for the browser's EventSource (kept out of the
         access log)."""
-        seat = await seat_of(request, room, token)
-        key = canonical(room)
+        given = token_of(request, token)
+        # Checked against the room as stored, never a cache older than its last change:
+        # a token reissued by another process a moment ago opens nothing.
+        seat, checked = await bounded(tokens().stored_seat, room, given)
+        if seat is None:
+            raise wrong_tokens.wrong(client(request), canonical(room),
+                                     "that token is not a seat token of this room")
+        key, digest, who = canonical(room), token_hash(given), client(request)
+        if streams.by_token[digest] >= STREAMS_PER_TOKEN:
+            raise Refused("too_many_streams", f"at most {STREAMS_PER_TOKEN} open streams a "
+                          "token: close one first", headers={"Retry-After": "5"})
+        if streams.by_client[who] >= streams_per_client:
+            raise Refused("too_many_streams", f"at most {streams_per_client} open streams "
+                          "from one client: close one first", headers={"Retry-After": "5"})
         try:
             sent = int(request.headers.get("last-event-id", "0") or 0)
         except ValueError:
             sent = 0
-        watching = await watch()
-        watched = await watching.join(key)
+        streams.opened(digest, who)
+        try:
+            watching = await watch()
+            watched = await watching.join(key)
+        except BaseException:
+            streams.closed(digest, who)
+            raise
 
-        given = token if token and "authorization" not in request.headers else bearer(request)
-        reissued = watched.reissued
+        def revoked() -> bool:
+            """The seat's token as the follower last read it from the store, once that
+            read is no older than the open's own check."""
+            return watched.hashes_at >= checked and \
+                not same_secret(watched.hashes.get(seat, ""), digest)
 
-        async def still_valid() -> bool:
-            """After a seat token was re-issued in the room, a stream of the old token ends."""
-            tokens().forget(key)
-            return bool(await bounded(tokens().seat, key, given) == seat)
-
-        async def views() -> AsyncIterator[dict[str, str]]:
-            nonlocal sent, reissued
+        async def views() -> AsyncIterator[dict[str, str] | ServerSentEvent]:
+            nonlocal sent
             try:
-                while True:
+                while not revoked():
                     signal = watched.changed
-                    if watched.reissued != reissued:
-                        reissued = watched.reissued
-                        if not await still_valid():
-                            return
                     row = watched.views.get(seat)
                     if row is not None and row[0] > sent:
                         sent = row[0]
                         yield {"event": "view", "id": str(sent), "data": row[1]}
                         continue
-                    await signal.wait()
+                    try:
+                        await asyncio.wait_for(signal.wait(), KEEPALIVE)
+                    except TimeoutError:
+                        # The keep-alive: the token is checked against the room as
+                        # stored, should the follower have missed a change.
+                        try:
+                            still, _ = await bounded(tokens().stored_seat, key, given)
+                        except Refused:
+                            return  # the store cannot say: the client reconnects
+                        if still != seat:
+                            return
+                        yield ServerSentEvent(comment="ping")
             finally:
                 watching.leave(key)
+                streams.closed(digest, who)
 
-        return EventSourceResponse(views(), ping=KEEPALIVE)
+        return EventSourceResponse(views(), ping=0)
 
     @api.post("/rooms/{room}/seats/{faction}/token", status_code=201,
               summary="a new token for a seat; the old one stops working (operator)",

@@ -1,21 +1,29 @@
 """Tokens at the HTTP edge (issue 24, INTERFACE "HTTP"): wrong tokens are counted on
 every route that takes one, /metrics included; a client's wrong tokens never lock a
 correct seat token out; guessing the operator token stays limited; a seat token on an
-operator route is 403."""
+operator route is 403; open streams are bounded per token and per client address."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from application.rooms import RoomsApp
-from infrastructure.http import WRONG_LIMIT, create_app
+from infrastructure.http import STREAMS_PER_TOKEN, WRONG_LIMIT, create_app
 from infrastructure.storage import open_rooms
+from tests.support import layout
 from tests.test_http import ADMIN, assert_error, auth, create
+from tests.test_stream import Server, events
 
 SITE = ("192.0.2.7", 40000)  # a game site's backend: every seat's calls come from it
 OTHER = ("192.0.2.8", 40000)
@@ -89,3 +97,74 @@ def test_a_missing_token_is_401_and_not_counted(api: FastAPI) -> None:
         for _ in range(WRONG_LIMIT + 5):
             assert_error(site.get("/metrics"), 401, "unauthorized")
         assert site.get("/metrics", headers=auth(ADMIN)).status_code == 200
+
+
+# --- open streams (issue 24 item 12) -------------------------------------------------
+
+
+READING: list[Iterator[str]] = []  # a dropped line iterator would close its stream
+
+
+def open_stream(stack: ExitStack, client: httpx.Client, url: str, token: str) -> httpx.Response:
+    response = stack.enter_context(client.stream("GET", url, headers=auth(token)))
+    if response.status_code == 200:
+        lines = response.iter_lines()
+        stack.callback(READING.remove, lines)
+        READING.append(lines)
+        assert events(lines, 1)[0]["event"] == "view"
+    else:
+        response.read()
+    return response
+
+
+def test_a_token_holds_at_most_8_open_streams(tmp_path: Path) -> None:
+    with Server(f"sqlite:///{tmp_path / 'streams.db'}") as server, \
+            httpx.Client(timeout=20) as client:
+        room = httpx.post(f"{server.base}/rooms", json=layout(), headers=auth(ADMIN)).json()
+        url = f"{server.base}/rooms/{room['room']}/stream"
+        token = room["seats"]["emperor"]
+        with ExitStack() as stack:
+            for _ in range(STREAMS_PER_TOKEN):
+                assert open_stream(stack, client, url, token).status_code == 200
+            ninth = open_stream(stack, client, url, token)
+            assert_error(ninth, 429, "too_many_streams")
+            assert ninth.headers["retry-after"]
+            # Another seat's token is not held back by it.
+            assert open_stream(stack, client, url, room["seats"]["richese"]).status_code == 200
+        # Closed streams give their places back.
+        for _ in range(50):
+            with ExitStack() as stack:
+                if open_stream(stack, client, url, token).status_code == 200:
+                    break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("a closed stream's place was never given back")
+
+
+def test_the_operator_bounds_open_streams_per_client_address(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DUNE_LEDGER_STREAMS_PER_CLIENT", "2")
+    with Server(f"sqlite:///{tmp_path / 'clients.db'}") as server, \
+            httpx.Client(timeout=20) as client:
+        room = httpx.post(f"{server.base}/rooms", json=layout(), headers=auth(ADMIN)).json()
+        url = f"{server.base}/rooms/{room['room']}/stream"
+        seats = room["seats"]
+        with ExitStack() as stack:
+            assert open_stream(stack, client, url, seats["richese"]).status_code == 200
+            assert open_stream(stack, client, url, seats["emperor"]).status_code == 200
+            assert_error(open_stream(stack, client, url, seats["harkonnen"]), 429,
+                         "too_many_streams")
+            # Reads and commands are not streams: they go on.
+            assert httpx.get(f"{server.base}/rooms/{room['room']}/view",
+                             headers=auth(seats["harkonnen"])).status_code == 200
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "many", "2.5"])
+def test_a_bad_streams_per_client_setting_stops_serve_at_start(raw: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "infrastructure.cli", "--db", "memory://", "serve",
+         "--port", "8799"], env={**os.environ, "DUNE_LEDGER_STREAMS_PER_CLIENT": raw},
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "DUNE_LEDGER_STREAMS_PER_CLIENT must be a whole number" in done.stderr
+    assert "Traceback" not in done.stderr

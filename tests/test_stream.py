@@ -208,3 +208,33 @@ def test_a_stream_of_a_replaced_token_ends(server: Server) -> None:
             client.stream("GET", f"{server.base}/rooms/{rid}/stream",
                           headers=auth(new)) as response:
         assert int(events(response.iter_lines(), 1)[0]["id"]) == r.json()["version"]
+
+
+def test_each_keep_alive_rechecks_the_token_against_the_stored_room(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the follower miss a change (here: it misses every one), the keep-alive
+    still finds a reissued token: the stream sends its pings, then ends."""
+    from infrastructure import http
+    from infrastructure.watch import RoomWatch
+
+    monkeypatch.setattr(http, "KEEPALIVE", 0.3)
+    monkeypatch.setattr(RoomWatch, "_scan", lambda self: [])
+    with Server(f"sqlite:///{tmp_path / 'pings.db'}") as running:
+        room = create(running.base)
+        rid, old = room["room"], room["seats"]["emperor"]
+        with httpx.Client(timeout=20) as client, \
+                client.stream("GET", f"{running.base}/rooms/{rid}/stream",
+                              headers=auth(old)) as response:
+            lines = response.iter_lines()
+            assert events(lines, 1)[0]["id"] == "1"
+            pings = 0
+            for line in lines:
+                if line.startswith(": ping"):
+                    pings += 1
+                    if pings == 2:
+                        break
+            r = httpx.post(f"{running.base}/rooms/{rid}/seats/emperor/token",
+                           headers=auth(ADMIN))
+            assert r.status_code == 201
+            rest = list(lines)  # ends at the next keep-alive (a read timeout fails)
+        assert not any(line.startswith("id:") for line in rest)
