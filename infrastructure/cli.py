@@ -255,6 +255,9 @@ def cmd_room_view(args: argparse.Namespace) -> int:
             ):
                 raise Rejection("timeout", f"the room did not reach version "
                                            f"{args.wait_version} within {args.timeout:g} s")
+            # The room's chain verifies, as a token check makes it over HTTP (RULES 8):
+            # read models built before an edit of the events are not served.
+            app.kept.keep(app.current(args.room))
             if args.public:
                 return app.public_view(args.room)
             return app.seat_view(args.room, args.seat)

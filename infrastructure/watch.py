@@ -156,7 +156,10 @@ class RoomWatch:
             else:
                 self.app.kept.keep(stored)
                 hashes, hashes_at = dict(stored.token_hashes), stored.version
-            version, views = models.room_views(room)
+            try:
+                version, views = self.app.room_rows(room)  # never a forged row
+            except Rejection:
+                version, views = None, {}
             rows = {seat: (version, text) for seat, text in views.items()} \
                 if version is not None else {}
             self.loop.call_soon_threadsafe(self._publish, room, version or 0, rows,
