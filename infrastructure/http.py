@@ -458,10 +458,28 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         token = bearer(request) if admin_token or "authorization" in request.headers else ""
         if is_admin(token):
             return
-        if token and room is not None and await bounded(tokens().seat, room, token) is not None:
+        if token and await is_room_token(token, room):
             raise Refused("forbidden", "this route needs the operator token, not a seat token")
         if admin_token:
             raise wrong_tokens.wrong(who, OPERATOR_SCOPE, "this route needs the operator token")
+
+    async def is_room_token(token: str, room: str | None) -> bool:
+        """Whether `token` is a seat or spectator token of `room`, or (no room in the
+        route) of the room the read models say it was issued in, checked against
+        that room as this process knows it."""
+        if room is None:
+            models = app().read_models
+            if models is None:
+                return False
+            room = await bounded(models.token_room, token_hash(token))
+            if room is None:
+                return False
+            try:
+                return await is_room_token(token, room)
+            except Refused:  # that room is gone or damaged: the token is no token of it
+                return False
+        return bool(await bounded(tokens().seat, room, token) is not None
+                    or await bounded(tokens().spectator, room, token))
 
     async def bounded(fn: Callable[..., Any], *args: Any, seconds: float = READ_BOUND) -> Any:
         """A read that answers 503 rather than wait on a store that does not answer."""

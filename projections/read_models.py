@@ -185,6 +185,11 @@ class ReadModels:
         would store them: for a read that may not wait for the whole log."""
         return fresh_rows(room_id, records)
 
+    def token_room(self, digest: str) -> str | None:
+        """The room a token hash was issued in, as far as the models have applied (a
+        hint: the caller checks the token against that room)."""
+        return self.store.token_room(digest)
+
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         """The rooms where some seat's autopilot is on (`due`: and is asked for something),
         as far as the models have applied."""

@@ -24,6 +24,11 @@ Tables (shared by both SQL databases):
   the worker finds the deadlines to close.
   A database whose read models predate the table has it filled from
   `dl_view_rooms` when the table is created.
+- `dl_token_rooms(token_hash, room)`: written by the seat-view projection, the
+  room of every seat and spectator token hash ever issued, so that the HTTP
+  server tells a seat token on a route without a room (`GET /rooms`, say: 403)
+  from a wrong one (401). A hint only: the token is then checked against the
+  room as stored.
 
 A projection keeps each room's state in its own table so that a follower
 that stopped anywhere resumes without reading the stream again.
@@ -61,7 +66,8 @@ from application.stream import UnauthenticRow
 PUBLIC = "*public*"  # the seat key of the public view: never a faction name
 
 OWNED = {"public_log": ("dl_public_log", "dl_log_rooms"),
-         "seat_views": ("dl_seat_views", "dl_view_rooms", "dl_autopilot_rooms")}
+         "seat_views": ("dl_seat_views", "dl_view_rooms", "dl_autopilot_rooms",
+                        "dl_token_rooms")}
 ROOMS = {"public_log": "dl_log_rooms", "seat_views": "dl_view_rooms"}
 
 SCHEMA = [
@@ -76,6 +82,8 @@ SCHEMA = [
     *(f"CREATE TABLE IF NOT EXISTS {table} ("
       "room TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL)"
       for table in ROOMS.values()),
+    "CREATE TABLE IF NOT EXISTS dl_token_rooms ("
+    "token_hash TEXT PRIMARY KEY, room TEXT NOT NULL)",
 ]
 AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
                    "room TEXT PRIMARY KEY, seats TEXT NOT NULL, due INTEGER NOT NULL)")
@@ -85,7 +93,7 @@ AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
 # 3: every row carries its tag under the row key (issue 24: read models are never trusted).
 READ_MODEL_VERSION = 3
 TABLES = ("dl_projection_tracking", "dl_public_log", "dl_seat_views", *ROOMS.values(),
-          "dl_autopilot_rooms")
+          "dl_autopilot_rooms", "dl_token_rooms")
 
 
 class ReadModelsTooNew(RuntimeError):
@@ -242,6 +250,10 @@ class Writes(ABC):
         """Record each room's autopilot seats; a room with none ("{}") leaves the index."""
 
     @abstractmethod
+    def put_token_rooms(self, rows: list[tuple[str, str]]) -> None:
+        """(token hash, room) of tokens issued."""
+
+    @abstractmethod
     def clear(self, projection: str) -> None:
         """Drop every row the projection owns and its position (for a rebuild)."""
 
@@ -281,6 +293,10 @@ class Store(ABC):
         """The version of the room's public view (None: no views) and every view of the
         room (seat -> JSON), read at once: a projector writes them all in one go.
         `forged` as for `log_at`."""
+
+    @abstractmethod
+    def token_room(self, digest: str) -> str | None:
+        """The room a token hash was issued in (a hint: check the room itself)."""
 
     @abstractmethod
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
@@ -331,6 +347,9 @@ class MemoryWrites(Writes):
     def put_autopilot(self, rows: list[Autopilot]) -> None:
         self.ops.append(("autopilot", rows))
 
+    def put_token_rooms(self, rows: list[tuple[str, str]]) -> None:
+        self.ops.append(("tokens", rows))
+
     def clear(self, projection: str) -> None:
         self.ops.append(("clear", projection))
 
@@ -358,6 +377,8 @@ class MemoryWrites(Writes):
                         s.autopilot.pop(room, None)
                     else:
                         s.autopilot[room] = (seats, due)
+            elif kind == "tokens":
+                s.token_rooms.update(arg)
             elif kind == "clear":
                 s.positions.pop(arg, None)
                 if arg == "public_log":
@@ -365,6 +386,7 @@ class MemoryWrites(Writes):
                 else:
                     s.views.clear()
                     s.autopilot.clear()
+                    s.token_rooms.clear()
                 s.rooms = {k: v for k, v in s.rooms.items() if k[0] != arg}
 
 
@@ -376,6 +398,7 @@ class MemoryStore(Store):
         self.views: dict[str, dict[str, tuple[int, str]]] = {}
         self.rooms: dict[tuple[str, str], tuple[int, str]] = {}
         self.autopilot: dict[str, tuple[str, bool]] = {}
+        self.token_rooms: dict[str, str] = {}
 
     @contextmanager
     def transaction(self, projection: str) -> Iterator[Writes]:
@@ -418,6 +441,10 @@ class MemoryStore(Store):
         with self.lock:
             return sorted(room for room, (_, asked) in self.autopilot.items()
                           if asked or not due)
+
+    def token_room(self, digest: str) -> str | None:
+        with self.lock:
+            return self.token_rooms.get(digest)
 
 
 # --- SQL (SQLite and PostgreSQL) ------------------------------------------------------
@@ -502,6 +529,10 @@ class SQLWrites(Writes):
                   "ON CONFLICT (room) DO UPDATE SET seats = excluded.seats, due = excluded.due",
                   [(room, seats, int(due)) for room, seats, due in rows
                    if seats != "{}" or due])
+
+    def put_token_rooms(self, rows: list[tuple[str, str]]) -> None:
+        self.many("INSERT INTO dl_token_rooms (token_hash, room) VALUES (?, ?) "
+                  "ON CONFLICT (token_hash) DO NOTHING", rows)
 
     def clear(self, projection: str) -> None:
         for table in OWNED[projection]:
@@ -595,6 +626,11 @@ class SQLStore(Store):
                 raise
             forged.append(e)
             return None
+
+    def token_room(self, digest: str) -> str | None:
+        rows = self._rows("SELECT room AS r FROM dl_token_rooms WHERE token_hash = ?",
+                          (digest,))
+        return str(rows[0]["r"]) if rows else None
 
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         where = " WHERE due = 1" if due else ""

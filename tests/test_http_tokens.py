@@ -168,3 +168,30 @@ def test_a_bad_streams_per_client_setting_stops_serve_at_start(raw: str) -> None
     assert done.returncode == 2
     assert "DUNE_LEDGER_STREAMS_PER_CLIENT must be a whole number" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# --- a seat token on an operator route (issue 24 item 13) -----------------------------
+
+
+def test_a_seat_or_spectator_token_on_an_operator_route_is_403(
+        api: FastAPI, rooms: RoomsApp) -> None:
+    with at(api, SITE) as site:
+        room = create(site)
+        rid = room["room"]
+        assert rooms.read_models is not None
+        rooms.read_models.catch_up()
+        valid = [*room["seats"].values(), room["spectator"]]
+        for _ in range(2):  # never counted as wrong: no 429 however often
+            for token in valid:
+                for response in (site.get("/rooms", headers=auth(token)),
+                                 site.post("/rooms", headers=auth(token), json=layout()),
+                                 site.get("/metrics", headers=auth(token)),
+                                 site.get(f"/rooms/{rid}/audit", headers=auth(token))):
+                    assert_error(response, 403, "forbidden")
+        assert len(rooms.room_summaries()) == 1  # no room was made by a seat token
+        assert_error(site.get("/rooms", headers=auth("not-a-token")), 401, "unauthorized")
+        # A reissued token is no seat token any more: 401, as a wrong one.
+        old = room["seats"]["emperor"]
+        assert site.post(f"/rooms/{rid}/seats/emperor/token",
+                         headers=auth(ADMIN)).status_code == 201
+        assert_error(site.get("/metrics", headers=auth(old)), 401, "unauthorized")
