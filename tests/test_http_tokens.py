@@ -195,3 +195,21 @@ def test_a_seat_or_spectator_token_on_an_operator_route_is_403(
         assert site.post(f"/rooms/{rid}/seats/emperor/token",
                          headers=auth(ADMIN)).status_code == 201
         assert_error(site.get("/metrics", headers=auth(old)), 401, "unauthorized")
+
+
+def test_without_an_operator_token_the_operator_routes_are_open_to_no_token_only(
+        rooms: RoomsApp) -> None:
+    """docs/http.md: with DUNE_LEDGER_ADMIN_TOKEN unset (loopback only), a request with
+    no token passes the operator routes; a seat token on them is still 403."""
+    with TestClient(create_app(rooms, admin_token=""), client=SITE) as open_site:
+        created = open_site.post("/rooms", json=layout())
+        assert created.status_code == 201
+        room = created.json()
+        rooms.read_models.catch_up()  # type: ignore[union-attr]
+        assert open_site.get("/rooms").status_code == 200
+        assert open_site.get("/metrics").status_code == 200
+        seat = room["seats"]["richese"]
+        for response in (open_site.get("/rooms", headers=auth(seat)),
+                         open_site.get("/metrics", headers=auth(seat)),
+                         open_site.get(f"/rooms/{room['room']}/audit", headers=auth(seat))):
+            assert_error(response, 403, "forbidden")
