@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import random
 import secrets
 import sys
@@ -37,6 +38,7 @@ from application.stream import (
     SeatTokenReissued,
     Signer,
     Stored,
+    UnauthenticRow,
     Undecodable,
     project_room,
     verified_room,
@@ -67,6 +69,7 @@ ROOM_CACHE_ENV = "DUNE_LEDGER_ROOM_CACHE"
 DEFAULT_ROOM_CACHE = 256
 # Seconds a read spends catching the read models up before it folds its own room.
 READ_CATCH_UP = 0.25
+log = logging.getLogger("dune_ledger.rooms")
 PUBLIC_VIEW = "*public*"  # the key of the public view among the views (projections.store.PUBLIC)
 
 
@@ -577,52 +580,86 @@ class RoomsApp(Application[UUID]):
             raise RuntimeError("no read models: open the app with storage.open_rooms")
         room = str(room_uuid(room_id))
         fresh = self.read_models.catch_up_within(READ_CATCH_UP)
-        public = self.read_models.public_view(room)
+        try:
+            public = self.read_models.public_view(room)
+        except UnauthenticRow:  # never served: the caller folds the room (`_served`)
+            return self.read_models, room, False
         if public is None and fresh:
             raise Rejection("unknown_room", f"no room '{room_id}'")
         if public is not None and public.get("damaged"):
             raise Rejection("room_damaged", public["withheld"])
         return self.read_models, room, fresh
 
-    def _own_rows(self, room: str) -> tuple[list[str], dict[str, str]] | None:
-        """The room's log and views folded from its own events, when the stored ones are
-        behind it (None: they are not)."""
+    def _own_rows(self, room: str, *, distrusted: bool = False
+                  ) -> tuple[list[str], dict[str, str]] | None:
+        """The room's log and views folded from its own verified events, when the stored
+        ones are behind it or (`distrusted`) fail authentication; None: the stored ones
+        serve."""
         models = self.read_models
         assert models is not None
-        current = self.current(room)
+        current = self.current(room)  # verified (RULES 8), or room_damaged
         self.kept.keep(current)
-        stored = models.public_view(room)
-        if stored is not None and stored.get("version", 0) >= current.version:
-            return None
+        if not distrusted:
+            try:
+                stored = models.public_view(room)
+            except UnauthenticRow:
+                stored = None
+            if stored is not None and stored.get("version", 0) >= current.version:
+                return None
         return models.fresh_rows(current.id, self.records(current.id))
 
-    def seat_view(self, room_id: str, seat: str) -> dict[str, Any]:
+    def _served(self, room_id: str, stored: Callable[[ReadModelsPort, str], Any],
+                folded: Callable[[tuple[list[str], dict[str, str]]], Any]) -> Any:
+        """A read: `stored(models, room)` from the read models, or `folded(rows)` from
+        the room's own verified events when they are behind or a row fails
+        authentication (it is never served: RULES 8)."""
         models, room, fresh = self._caught_up(room_id)
         own = None if fresh else self._own_rows(room)
-        if own is not None:
+        if own is None:
+            try:
+                return stored(models, room)
+            except UnauthenticRow as e:
+                log.warning("room %s: %s; served from its verified stream instead", room, e)
+                own = self._own_rows(room, distrusted=True)
+                assert own is not None
+        return folded(own)
+
+    def room_rows(self, room_id: str) -> tuple[int | None, dict[str, str]]:
+        """Every view of the room (seat -> JSON) and their version, as `room_views` of
+        the read models, folded from the verified stream when a row fails."""
+        models = self.read_models
+        assert models is not None
+        try:
+            return models.room_views(str(room_uuid(room_id)))
+        except UnauthenticRow as e:
+            log.warning("room %s: %s; served from its verified stream instead", room_id, e)
+            own = self._own_rows(str(room_uuid(room_id)), distrusted=True)
+            assert own is not None
+            return orjson.loads(own[1][PUBLIC_VIEW])["version"], own[1]
+
+    def seat_view(self, room_id: str, seat: str) -> dict[str, Any]:
+        def folded(own: tuple[list[str], dict[str, str]]) -> dict[str, Any] | None:
             text = own[1].get(seat)
-            view = None if text is None else orjson.loads(text)
-        else:
-            view = models.seat_view(room, seat)
+            return None if text is None else dict(orjson.loads(text))
+
+        view = self._served(room_id, lambda models, room: models.seat_view(room, seat), folded)
         if view is None:
             raise Rejection("unknown_seat", f"{seat} has no seat in this room")
-        return view
+        return dict(view)
 
     def public_view(self, room_id: str) -> dict[str, Any]:
-        models, room, fresh = self._caught_up(room_id)
-        own = None if fresh else self._own_rows(room)
-        if own is not None:
-            return dict(orjson.loads(own[1][PUBLIC_VIEW]))
-        view = models.public_view(room)
-        assert view is not None
-        return view
+        def stored(models: ReadModelsPort, room: str) -> dict[str, Any]:
+            view = models.public_view(room)
+            assert view is not None
+            return view
+
+        return dict(self._served(room_id, stored,
+                                 lambda own: orjson.loads(own[1][PUBLIC_VIEW])))
 
     def public_log(self, room_id: str, after: int = 0) -> list[dict[str, Any]]:
-        models, room, fresh = self._caught_up(room_id)
-        own = None if fresh else self._own_rows(room)
-        if own is not None:
-            return [orjson.loads(entry) for entry in own[0][max(0, after):]]
-        return models.public_log(room, after)
+        return list(self._served(
+            room_id, lambda models, room: models.public_log(room, after),
+            lambda own: [orjson.loads(entry) for entry in own[0][max(0, after):]]))
 
     def wait_for(self, room_id: str, version: int, timeout: float) -> bool:
         """Wait until the room's read models reach `version` (written by anyone)."""
@@ -752,6 +789,8 @@ class ReadModelsPort(Protocol):
     def room_views(self, room: str) -> tuple[int | None, dict[str, str]]: ...
 
     def wait(self, room: str, version: int, timeout: float) -> bool: ...
+
+    def token_room(self, digest: str) -> str | None: ...
 
     def room_fold(self, room_id: UUID) -> RoomFold: ...
 

@@ -60,6 +60,16 @@ class Damaged(Exception):
         self.problem = problem
 
 
+class UnauthenticRow(Exception):  # noqa: N818 - named for what it is, as Damaged
+    """A read-model row whose tag does not verify under the row key (RULES 8: read models
+    are derived, never trusted): written or edited by someone without the key file. It
+    is never served; the reader folds the room again from its verified stream."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"a read-model row fails authentication ({where})")
+        self.where = where
+
+
 def signed(plain: bytes, signature: str | None) -> bytes:
     """A stored JSON object with `signature` added as its last key."""
     if signature is None:

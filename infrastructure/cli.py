@@ -80,6 +80,7 @@ def check_settings() -> None:
     with what to set instead, never a traceback from deep inside a command."""
     from application.autopilot import configured_pace
     from application.rooms import ROOM_CACHE_ENV, room_cache_size
+    from infrastructure.watch import configured_streams_per_client
     from projections.read_models import configured_cache
 
     def whole(name: str, least: int = 0) -> None:
@@ -96,6 +97,7 @@ def check_settings() -> None:
         configured_pace()
         observability.configured_level()
         observability.configured_format()
+        configured_streams_per_client()
     except ValueError as e:
         raise UsageError(f"{e}: set it so, or unset it for the default") from None
     topic = os.environ.get("APPLICATION_RECORDER_TOPIC", "").strip()
@@ -253,6 +255,9 @@ def cmd_room_view(args: argparse.Namespace) -> int:
             ):
                 raise Rejection("timeout", f"the room did not reach version "
                                            f"{args.wait_version} within {args.timeout:g} s")
+            # The room's chain verifies, as a token check makes it over HTTP (RULES 8):
+            # read models built before an edit of the events are not served.
+            app.kept.keep(app.current(args.room))
             if args.public:
                 return app.public_view(args.room)
             return app.seat_view(args.room, args.seat)

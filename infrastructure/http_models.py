@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     unauthorized = "unauthorized"
     forbidden = "forbidden"
     too_many_attempts = "too_many_attempts"
+    too_many_streams = "too_many_streams"
     # not there (404, 405)
     unknown_room = "unknown_room"
     unknown_seat = "unknown_seat"

@@ -26,11 +26,12 @@ from typing import Any
 
 import orjson
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from eventsourcing.cryptography import AESCipher
 
 from infrastructure.storage import UsageError
@@ -177,6 +178,24 @@ class Keys:
             except InvalidSignature:
                 continue
         return False
+
+    def row_key(self, create: bool = True) -> bytes | None:
+        """The key that authenticates the read-model rows (projections/store.py), derived
+        from the signing key with HKDF-SHA256: whoever cannot sign cannot write a row
+        that is served either. `create`: make the key file if it is missing, as the
+        first signature does; else None while there is none."""
+        if self.signing is None:
+            with self.lock:
+                if self.signing is None and not self.load():
+                    if not create:
+                        return None
+                    self.create()
+        assert self.signing is not None
+        raw = self.signing.private_bytes(serialization.Encoding.Raw,
+                                         serialization.PrivateFormat.Raw,
+                                         serialization.NoEncryption())
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                    info=b"dune-ledger:read-model-rows").derive(raw)
 
     def missing(self) -> str | None:
         """Why no signature can be checked (no key file), or None."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from application.rooms import RoomsApp, room_uuid
+from domain.errors import Rejection
 from infrastructure import observability
 from projections.store import PUBLIC
 
@@ -32,7 +34,8 @@ log = logging.getLogger("dune_ledger.watch")
 POLL = 0.05  # seconds between looks at the log where nothing wakes us (SQLite, memory)
 PG_FALLBACK = 1.0  # seconds a PostgreSQL follower waits for a NOTIFY before it looks anyway
 BATCH = 1_000
-REISSUED = "SeatTokenReissued"  # the stored topic of a seat token's replacement
+STREAMS_PER_CLIENT_ENV = "DUNE_LEDGER_STREAMS_PER_CLIENT"
+STREAMS_PER_CLIENT = 64  # the default bound of open streams per client address
 
 
 @dataclass
@@ -42,7 +45,10 @@ class Watched:
 
     version: int = 0
     views: dict[str, tuple[int, str]] = field(default_factory=dict)
-    reissued: int = 0  # seat tokens re-issued since watching began: streams check theirs
+    # The seats' token hashes as read from the room as stored at version `hashes_at`,
+    # at each change: a stream whose token is no longer there ends.
+    hashes: dict[str, str] = field(default_factory=dict)
+    hashes_at: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     streams: int = 0
 
@@ -84,12 +90,14 @@ class RoomWatch:
         self.thread.join(timeout=5)
 
     def _publish(self, room: str, version: int, views: dict[str, tuple[int, str]],
-                 reissued: int) -> None:
+                 hashes: dict[str, str], hashes_at: int) -> None:
         watched = self.rooms.get(room)
-        if watched is None or version <= watched.version:
+        if watched is None or (version <= watched.version and hashes_at <= watched.hashes_at):
             return
-        watched.version, watched.views = version, views
-        watched.reissued += reissued
+        if version > watched.version:
+            watched.version, watched.views = version, views
+        if hashes_at > watched.hashes_at:
+            watched.hashes, watched.hashes_at = hashes, hashes_at
         signal, watched.changed = watched.changed, asyncio.Event()
         signal.set()
 
@@ -100,9 +108,9 @@ class RoomWatch:
         while not self.stopped.is_set():
             try:
                 wait()
-                touched, reissued = self._scan()
+                touched = self._scan()
                 if touched:
-                    self._refresh(touched, reissued)
+                    self._refresh(touched)
             except Exception as e:  # the store went away: say so, keep trying, bounded
                 log.warning("the view stream follower cannot read the log: %s", e)
                 self.stopped.wait(1.0)
@@ -119,11 +127,9 @@ class RoomWatch:
             return poll
         return PgWake(recorder, self.stopped)
 
-    def _scan(self) -> tuple[list[str], dict[str, int]]:
-        """The watched rooms with an event after the cursor, and how many seat tokens
-        each re-issued."""
+    def _scan(self) -> list[str]:
+        """The watched rooms with an event after the cursor."""
         touched: set[str] = set()
-        reissued: dict[str, int] = {}
         while True:
             notes = self.app.recorder.select_notifications(
                 start=self.cursor, limit=BATCH, inclusive_of_start=False)
@@ -131,25 +137,33 @@ class RoomWatch:
                 break
             self.cursor = notes[-1].id
             for n in notes:
-                room = str(n.originator_id)
-                touched.add(room)
-                if n.topic == REISSUED:
-                    reissued[room] = reissued.get(room, 0) + 1
+                touched.add(str(n.originator_id))
             if len(notes) < BATCH:
                 break
-        return [room for room in touched if room in self.rooms], reissued
+        return [room for room in touched if room in self.rooms]
 
-    def _refresh(self, rooms: list[str], reissued: dict[str, int] | None = None) -> None:
+    def _refresh(self, rooms: list[str]) -> None:
         models = self.app.read_models
         assert models is not None
         models.catch_up()
         for room in rooms:
-            version, views = models.room_views(room)
-            if version is None:
-                continue
-            rows = {seat: (version, text) for seat, text in views.items()}
-            self.loop.call_soon_threadsafe(self._publish, room, version, rows,
-                                           (reissued or {}).get(room, 0))
+            # The token hashes of the room as stored now (one query for a room this
+            # process keeps): every change, a token reissue included, rechecks them.
+            try:
+                stored = self.app.current(room)
+            except Rejection:  # damaged, or gone: no token of it is good any more
+                hashes, hashes_at = {}, 2**62
+            else:
+                self.app.kept.keep(stored)
+                hashes, hashes_at = dict(stored.token_hashes), stored.version
+            try:
+                version, views = self.app.room_rows(room)  # never a forged row
+            except Rejection:
+                version, views = None, {}
+            rows = {seat: (version, text) for seat, text in views.items()} \
+                if version is not None else {}
+            self.loop.call_soon_threadsafe(self._publish, room, version or 0, rows,
+                                           hashes, hashes_at)
 
 
 class PgWake:
@@ -177,9 +191,21 @@ class PgWake:
             break
 
 
+def configured_streams_per_client() -> int:
+    """DUNE_LEDGER_STREAMS_PER_CLIENT: open streams one client address may hold in one
+    process (default 64). ValueError for anything but a whole number of at least 1."""
+    raw = os.environ.get(STREAMS_PER_CLIENT_ENV, "").strip()
+    if not raw:
+        return STREAMS_PER_CLIENT
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{STREAMS_PER_CLIENT_ENV} must be a whole number, at least 1, "
+                         f"not '{raw}'")
+    return int(raw)
+
+
 def canonical(room: str) -> str:
     """The room id as the store keys it (a UUID in its canonical spelling)."""
     return str(room_uuid(room))
 
 
-__all__ = ["PUBLIC", "RoomWatch", "Watched", "canonical"]
+__all__ = ["PUBLIC", "RoomWatch", "Watched", "canonical", "configured_streams_per_client"]

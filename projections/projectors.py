@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from application import autopilot
-from application.stream import Recorded, Undecodable
+from application.stream import Recorded, SeatTokenReissued, Undecodable
 from domain import fairness, views
 from domain.events import RoomCreated
 from domain.rules import apply, initial_state
@@ -165,6 +165,16 @@ class SeatViews(Projector):
     def forget(self) -> None:
         super().forget()
         self.index.clear()
+
+    def applied(self, tx: Writes, rec: Recorded, state: RoomState) -> None:
+        room = str(rec.originator_id)
+        if isinstance(rec.fact, RoomCreated):
+            issued = [*rec.meta.get("token_hashes", {}).values(), rec.meta.get("spectator_hash")]
+        elif isinstance(rec.fact, SeatTokenReissued):
+            issued = [rec.fact.token_hash]
+        else:
+            return
+        tx.put_token_rooms([(str(digest), room) for digest in issued if digest])
 
     def finish(self, tx: Writes, touched: dict[str, RoomState]) -> set[str]:
         views: list[tuple[str, str, int, str]] = []

@@ -21,7 +21,7 @@ from uuid import UUID
 import orjson
 from eventsourcing.utils import strtobool
 
-from application.stream import Recorded, Undecodable
+from application.stream import Recorded, UnauthenticRow, Undecodable
 from domain.errors import Rejection
 from domain.events import RoomCreated
 from domain.rules import apply, initial_state
@@ -185,6 +185,11 @@ class ReadModels:
         would store them: for a read that may not wait for the whole log."""
         return fresh_rows(room_id, records)
 
+    def token_room(self, digest: str) -> str | None:
+        """The room a token hash was issued in, as far as the models have applied (a
+        hint: the caller checks the token against that room)."""
+        return self.store.token_room(digest)
+
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         """The rooms where some seat's autopilot is on (`due`: and is asked for something),
         as far as the models have applied."""
@@ -227,7 +232,7 @@ class ReadModels:
         room = str(room_id)
         audited = reached = records[-1].originator_version if records else 0
         try:
-            (log_at, stored_log), (views_at, stored_views), stuck = self._stored(room)
+            (log_at, stored_log), (views_at, stored_views), stuck, forged = self._stored(room)
             fresh: dict[int, tuple[list[str], dict[str, str]]] = {}
             for version in sorted({log_at, views_at}):
                 if version > reached and later is not None:
@@ -244,7 +249,10 @@ class ReadModels:
             fresh_log, fresh_views = fresh[log_at][0], fresh[views_at][1]
         except Exception as e:  # a stream the projectors cannot fold is a failed check
             return {"ok": False, "details": [f"the read models cannot be rebuilt: {e}"]}
-        details: list[str] = []
+        # A row edited in the database (RULES 8): reported, never served (a reader folds
+        # the room from its verified stream instead); the rest is still compared.
+        details = [f"{e}: it is not served; `dune-ledger projections rebuild` replaces it"
+                   for e in forged]
         if max(log_at, views_at) > reached:
             details.append(f"the read models are at version {max(log_at, views_at)}, "
                            f"the stream at {reached}")
@@ -264,9 +272,10 @@ class ReadModels:
         return {"ok": not details, "details": details}
 
     def _stored(self, room: str) -> tuple[tuple[int, list[str]], tuple[int, dict[str, str]],
-                                          bool]:
+                                          bool, list[UnauthenticRow]]:
         """The room's stored log and views (each with the version it reached), caught up
-        first, and whether the views stayed behind the log.
+        first, whether the views stayed behind the log, and the rows that failed
+        authentication (left out of the log and the views).
 
         A projector stores a batch's log entries, then its views, in two transactions:
         another process may be between them. Views behind the log are looked at again,
@@ -277,14 +286,16 @@ class ReadModels:
             if look:
                 time.sleep(SETTLE_PAUSE)
             self.catch_up()
-            log_at, entries = self.store.log_at(room)  # then the views: only newer
+            forged: list[UnauthenticRow] = []
+            log_at, entries = self.store.log_at(room, forged=forged)  # then the views
             log = (log_at, [entry for _, entry in entries])
-            version, views = self.store.room_views(room)
+            version, views = self.store.room_views(room, forged=forged)
             views_at = version or 0
-            if views_at >= log_at or (behind_at is not None and views_at != behind_at):
-                return log, (views_at, views), False
+            if forged or views_at >= log_at or (behind_at is not None
+                                                and views_at != behind_at):
+                return log, (views_at, views), False, forged
             behind_at = views_at
-        return log, (views_at, views), True
+        return log, (views_at, views), True, forged
 
 
 def unreadable_rows(room: str, e: Exception) -> Rejection:
@@ -455,7 +466,10 @@ class PartRows(RoomRows):
     """
 
     def __init__(self, models: ReadModels, room_id: UUID, after: int, upto: int | None) -> None:
-        self.log_version, self.stored = models.store.log_at(str(room_id), after, upto)
+        # A row that fails authentication is left out, so the part differs (RULES 8).
+        self.forged: list[UnauthenticRow] = []
+        self.log_version, self.stored = models.store.log_at(str(room_id), after, upto,
+                                                            forged=self.forged)
         super().__init__(room_id, after, self.stored[0][0] if self.stored else 1)
         self.models = models
         self.upto = upto
@@ -472,14 +486,16 @@ class PartRows(RoomRows):
         stored = [entry for _, entry in self.stored]
         verdict: dict[str, Any] = {
             "entries": len(self.log), "first_seq": self.first_seq,
-            "log_equal": len(stored) == len(self.log) and all(map(same_json, stored, self.log)),
+            "log_equal": len(stored) == len(self.log) and all(map(same_json, stored, self.log))
+            and not self.forged,
         }
         if self.upto is None:
             room = str(self.room_id)
-            version, views = self.models.store.room_views(room)
+            version, views = self.models.store.room_views(room, forged=self.forged)
             verdict["version"] = version
             verdict["log_version"] = self.log_version
-            verdict["views_equal"] = not differing_views(views, render(self.state))
+            verdict["views_equal"] = not differing_views(views, render(self.state)) \
+                and not self.forged
         return verdict
 
 
@@ -488,15 +504,17 @@ def open_read_models(app: Any) -> ReadModels:
     recorder = app.recorder
     module = app.env.get("PERSISTENCE_MODULE")
     create = strtobool(app.env.get("CREATE_TABLE") or "yes")  # the library's setting
-    # The events' cipher (None: encryption at rest is off) also seals the private rows.
+    # The events' cipher (None: encryption at rest is off) also seals the private rows;
+    # every stored row is authenticated with a key derived from the key file.
     cipher = getattr(app.mapper, "cipher", None)
+    key = getattr(app.signer, "row_key", None)
     store: Store
     if module == "eventsourcing.sqlite":
-        store = _sqlite_store(recorder, create, cipher)
+        store = _sqlite_store(recorder, create, cipher, key)
     elif is_postgres(app):
         from projections.store import PostgresStore
 
-        store = PostgresStore(recorder.datastore, create, cipher)
+        store = PostgresStore(recorder.datastore, create, cipher, key)
     else:
         store = MemoryStore()
     models = ReadModels(recorder, app.mapper, store)
@@ -533,7 +551,8 @@ def is_postgres(app: Any) -> bool:
     return isinstance(app.factory, PostgresFactory)
 
 
-def _sqlite_store(recorder: Any, create: bool, cipher: Any = None) -> Store:
+def _sqlite_store(recorder: Any, create: bool, cipher: Any = None,
+                  row_key: Any = None) -> Store:
     from projections.store import SQLiteStore
 
     pool = recorder.datastore.pool
@@ -541,4 +560,4 @@ def _sqlite_store(recorder: Any, create: bool, cipher: Any = None) -> Store:
         raise ValueError("in-memory SQLite cannot share its events with read models; "
                          "use memory:// or a file")
     return SQLiteStore(pool.db_name, timeout=float(pool.lock_timeout or 10), create=create,
-                       cipher=cipher)
+                       cipher=cipher, row_key=row_key)

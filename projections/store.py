@@ -24,6 +24,11 @@ Tables (shared by both SQL databases):
   the worker finds the deadlines to close.
   A database whose read models predate the table has it filled from
   `dl_view_rooms` when the table is created.
+- `dl_token_rooms(token_hash, room)`: written by the seat-view projection, the
+  room of every seat and spectator token hash ever issued, so that the HTTP
+  server tells a seat token on a route without a room (`GET /rooms`, say: 403)
+  from a wrong one (401). A hint only: the token is then checked against the
+  room as stored.
 
 A projection keeps each room's state in its own table so that a follower
 that stopped anywhere resumes without reading the stream again.
@@ -43,21 +48,26 @@ stored encrypted by the events' cipher (the eventsourcing library's AES-GCM), as
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import re
 import sqlite3
 import threading
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import orjson
 
+from application.stream import UnauthenticRow
+
 PUBLIC = "*public*"  # the seat key of the public view: never a faction name
 
 OWNED = {"public_log": ("dl_public_log", "dl_log_rooms"),
-         "seat_views": ("dl_seat_views", "dl_view_rooms", "dl_autopilot_rooms")}
+         "seat_views": ("dl_seat_views", "dl_view_rooms", "dl_autopilot_rooms",
+                        "dl_token_rooms")}
 ROOMS = {"public_log": "dl_log_rooms", "seat_views": "dl_view_rooms"}
 
 SCHEMA = [
@@ -72,15 +82,18 @@ SCHEMA = [
     *(f"CREATE TABLE IF NOT EXISTS {table} ("
       "room TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL)"
       for table in ROOMS.values()),
+    "CREATE TABLE IF NOT EXISTS dl_token_rooms ("
+    "token_hash TEXT PRIMARY KEY, room TEXT NOT NULL)",
 ]
 AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
                    "room TEXT PRIMARY KEY, seats TEXT NOT NULL, due INTEGER NOT NULL)")
 
 # The read models' schema: bump it when their tables or what a projector writes change.
 # 2: the views of issue 17 (a gift offer is a response window; deadlines; actions).
-READ_MODEL_VERSION = 2
+# 3: every row carries its tag under the row key (issue 24: read models are never trusted).
+READ_MODEL_VERSION = 3
 TABLES = ("dl_projection_tracking", "dl_public_log", "dl_seat_views", *ROOMS.values(),
-          "dl_autopilot_rooms")
+          "dl_autopilot_rooms", "dl_token_rooms")
 
 
 class ReadModelsTooNew(RuntimeError):
@@ -124,22 +137,57 @@ def seats_json(seats: dict[str, str]) -> str:
 SEALED = "~"  # a stored JSON text never starts with it
 
 
+RowKey = Callable[[bool], "bytes | None"]  # create the key file if missing? -> the key
+AUTHENTIC = "!"  # a row with its tag: "!", 64 hex digits, then the (sealed) text
+TAGGED = len(AUTHENTIC) + 64
+
+
 class SealedRowError(ValueError):
     """A private row is encrypted and this process has no cipher key, or another one."""
 
 
 class Sealer:
-    """Encrypts and decrypts the private rows with the events' cipher (None: off)."""
+    """Authenticates every row it writes and reads (an HMAC-SHA256 tag under the row key
+    derived from the key file, bound to the row's table, room, seat or seq and version,
+    so that no row can be edited, nor moved to another seat, room or version), and
+    encrypts the private rows with the events' cipher (None: off)."""
 
-    def __init__(self, cipher: Any = None) -> None:
+    def __init__(self, cipher: Any = None, row_key: RowKey | bytes | None = None) -> None:
         self.cipher = cipher
+        # The key is asked for at the first row written or read, not before: a read of
+        # a store with no key file yet creates none (the first write does).
+        self.keys: RowKey | None = (lambda create: row_key) if isinstance(row_key, bytes) \
+            else row_key
+        self.key: bytes | None = None
 
-    def seal(self, text: str) -> str:
-        if self.cipher is None:
+    def _key(self, create: bool) -> bytes | None:
+        if self.key is None and self.keys is not None:
+            self.key = self.keys(create)
+        return self.key
+
+    @property
+    def authenticates(self) -> bool:
+        return self.keys is not None
+
+    def tag(self, where: str, text: str, *, create: bool = True) -> str:
+        key = self._key(create)
+        if key is None:  # no key file yet: no row can verify
+            return ""
+        return hmac.new(key, f"{where}\n{text}".encode(), hashlib.sha256).hexdigest()
+
+    def seal(self, text: str, where: str = "") -> str:
+        if self.cipher is not None:
+            text = SEALED + base64.b64encode(self.cipher.encrypt(text.encode())).decode()
+        if not self.authenticates:
             return text
-        return SEALED + base64.b64encode(self.cipher.encrypt(text.encode())).decode()
+        return AUTHENTIC + self.tag(where, text) + text
 
-    def open(self, text: str) -> str:
+    def open(self, text: str, where: str = "") -> str:
+        if self.authenticates:
+            if not (text.startswith(AUTHENTIC) and hmac.compare_digest(
+                    text[1:TAGGED], self.tag(where, text[TAGGED:], create=False))):
+                raise UnauthenticRow(where)
+            text = text[TAGGED:]
         if not text.startswith(SEALED):
             return text  # written before encryption was turned on
         if self.cipher is None:
@@ -151,8 +199,26 @@ class Sealer:
             raise SealedRowError("a read-model row does not decrypt with the key file's "
                                  "cipher key") from e
 
-    def seal_view(self, seat: str, text: str) -> str:
-        return text if seat == PUBLIC else self.seal(text)
+    def seal_view(self, seat: str, text: str, where: str) -> str:
+        if seat == PUBLIC and not self.authenticates:
+            return text
+        if seat == PUBLIC:  # public: authenticated, never encrypted
+            return AUTHENTIC + self.tag(where, text) + text
+        return self.seal(text, where)
+
+
+
+def view_at(room: str, seat: str, version: int) -> str:
+    """What a seat view row's tag is bound to."""
+    return f"dl_seat_views:{room}:{seat}:{version}"
+
+
+def entry_at(room: str, seq: int, version: int) -> str:
+    return f"dl_public_log:{room}:{seq}:{version}"
+
+
+def state_at(table: str, room: str, version: int) -> str:
+    return f"{table}:{room}:{version}"
 
 
 class Writes(ABC):
@@ -184,6 +250,10 @@ class Writes(ABC):
         """Record each room's autopilot seats; a room with none ("{}") leaves the index."""
 
     @abstractmethod
+    def put_token_rooms(self, rows: list[tuple[str, str]]) -> None:
+        """(token hash, room) of tokens issued."""
+
+    @abstractmethod
     def clear(self, projection: str) -> None:
         """Drop every row the projection owns and its position (for a rebuild)."""
 
@@ -208,17 +278,25 @@ class Store(ABC):
         """The room's public log entries with a seq above `after`, in seq order."""
 
     @abstractmethod
-    def log_at(self, room: str, gt: int = 0, lte: int | None = None
+    def log_at(self, room: str, gt: int = 0, lte: int | None = None,
+               forged: list[UnauthenticRow] | None = None
                ) -> tuple[int, list[tuple[int, str]]]:
         """The version the room's log has reached (0: none, or no entry read) and
         (seq, entry) of the entries of events after version `gt`, up to `lte` (None: to
         the last), in seq order, read at once: a batch's entries are stored with that
-        version."""
+        version. A row that fails authentication raises UnauthenticRow, or (for the
+        audit) is left out and added to `forged`."""
 
     @abstractmethod
-    def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
+    def room_views(self, room: str, forged: list[UnauthenticRow] | None = None
+                   ) -> tuple[int | None, dict[str, str]]:
         """The version of the room's public view (None: no views) and every view of the
-        room (seat -> JSON), read at once: a projector writes them all in one go."""
+        room (seat -> JSON), read at once: a projector writes them all in one go.
+        `forged` as for `log_at`."""
+
+    @abstractmethod
+    def token_room(self, digest: str) -> str | None:
+        """The room a token hash was issued in (a hint: check the room itself)."""
 
     @abstractmethod
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
@@ -269,6 +347,9 @@ class MemoryWrites(Writes):
     def put_autopilot(self, rows: list[Autopilot]) -> None:
         self.ops.append(("autopilot", rows))
 
+    def put_token_rooms(self, rows: list[tuple[str, str]]) -> None:
+        self.ops.append(("tokens", rows))
+
     def clear(self, projection: str) -> None:
         self.ops.append(("clear", projection))
 
@@ -296,6 +377,8 @@ class MemoryWrites(Writes):
                         s.autopilot.pop(room, None)
                     else:
                         s.autopilot[room] = (seats, due)
+            elif kind == "tokens":
+                s.token_rooms.update(arg)
             elif kind == "clear":
                 s.positions.pop(arg, None)
                 if arg == "public_log":
@@ -303,6 +386,7 @@ class MemoryWrites(Writes):
                 else:
                     s.views.clear()
                     s.autopilot.clear()
+                    s.token_rooms.clear()
                 s.rooms = {k: v for k, v in s.rooms.items() if k[0] != arg}
 
 
@@ -314,6 +398,7 @@ class MemoryStore(Store):
         self.views: dict[str, dict[str, tuple[int, str]]] = {}
         self.rooms: dict[tuple[str, str], tuple[int, str]] = {}
         self.autopilot: dict[str, tuple[str, bool]] = {}
+        self.token_rooms: dict[str, str] = {}
 
     @contextmanager
     def transaction(self, projection: str) -> Iterator[Writes]:
@@ -334,7 +419,8 @@ class MemoryStore(Store):
         with self.lock:
             return [entry for _, entry in self.entries.get(room, [])[after:]]
 
-    def log_at(self, room: str, gt: int = 0, lte: int | None = None
+    def log_at(self, room: str, gt: int = 0, lte: int | None = None,
+               forged: list[UnauthenticRow] | None = None
                ) -> tuple[int, list[tuple[int, str]]]:
         with self.lock:
             reached = self.rooms.get(("public_log", room))
@@ -343,7 +429,8 @@ class MemoryStore(Store):
                        if version > gt and (lte is None or version <= lte)]
             return (reached[0] if reached is not None and entries else 0), entries
 
-    def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
+    def room_views(self, room: str, forged: list[UnauthenticRow] | None = None
+                   ) -> tuple[int | None, dict[str, str]]:
         with self.lock:
             rows = self.views.get(room, {})
             public = rows.get(PUBLIC)
@@ -354,6 +441,10 @@ class MemoryStore(Store):
         with self.lock:
             return sorted(room for room, (_, asked) in self.autopilot.items()
                           if asked or not due)
+
+    def token_room(self, digest: str) -> str | None:
+        with self.lock:
+            return self.token_rooms.get(digest)
 
 
 # --- SQL (SQLite and PostgreSQL) ------------------------------------------------------
@@ -397,20 +488,26 @@ class SQLWrites(Writes):
         return 0 if row is None or row["m"] is None else int(row["m"])
 
     def add_entries(self, rows: list[Entry]) -> None:
+        seal = self.sealer.seal_view
         self.many("INSERT INTO dl_public_log (room, seq, version, entry) VALUES (?, ?, ?, ?)",
-                  rows)
+                  [(room, seq, version, seal(PUBLIC, entry, entry_at(room, seq, version)))
+                   for room, seq, version, entry in rows])
 
     def room_state(self, projection: str, room: str) -> tuple[int, str] | None:
-        row = self.one(f"SELECT version AS v, state AS s FROM {ROOMS[projection]} "
-                       "WHERE room = ?", (room,))
-        return None if row is None else (int(row["v"]), self.sealer.open(str(row["s"])))
+        table = ROOMS[projection]
+        row = self.one(f"SELECT version AS v, state AS s FROM {table} WHERE room = ?", (room,))
+        if row is None:
+            return None
+        version = int(row["v"])
+        return version, self.sealer.open(str(row["s"]), state_at(table, room, version))
 
     def put_rooms(self, projection: str, rows: list[RoomRow]) -> None:
-        seal = self.sealer.seal
+        seal, table = self.sealer.seal, ROOMS[projection]
         self.many(
-            f"INSERT INTO {ROOMS[projection]} (room, version, state) VALUES (?, ?, ?) "
+            f"INSERT INTO {table} (room, version, state) VALUES (?, ?, ?) "
             "ON CONFLICT (room) DO UPDATE SET version = excluded.version, state = excluded.state",
-            [(room, version, seal(state)) for room, version, state in rows],
+            [(room, version, seal(state, state_at(table, room, version)))
+             for room, version, state in rows],
         )
 
     def put_views(self, rows: list[View]) -> None:
@@ -419,7 +516,8 @@ class SQLWrites(Writes):
             "INSERT INTO dl_seat_views (room, seat, version, view) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (room, seat) DO UPDATE SET version = excluded.version, "
             "view = excluded.view",
-            [(room, seat, version, seal(seat, view)) for room, seat, version, view in rows],
+            [(room, seat, version, seal(seat, view, view_at(room, seat, version)))
+             for room, seat, version, view in rows],
         )
 
     def put_autopilot(self, rows: list[Autopilot]) -> None:
@@ -431,6 +529,10 @@ class SQLWrites(Writes):
                   "ON CONFLICT (room) DO UPDATE SET seats = excluded.seats, due = excluded.due",
                   [(room, seats, int(due)) for room, seats, due in rows
                    if seats != "{}" or due])
+
+    def put_token_rooms(self, rows: list[tuple[str, str]]) -> None:
+        self.many("INSERT INTO dl_token_rooms (token_hash, room) VALUES (?, ?) "
+                  "ON CONFLICT (token_hash) DO NOTHING", rows)
 
     def clear(self, projection: str) -> None:
         for table in OWNED[projection]:
@@ -479,29 +581,56 @@ class SQLStore(Store):
     def view(self, room: str, seat: str) -> tuple[int, str] | None:
         rows = self._rows("SELECT version AS v, view AS j FROM dl_seat_views "
                           "WHERE room = ? AND seat = ?", (room, seat))
-        return (int(rows[0]["v"]), self.sealer.open(str(rows[0]["j"]))) if rows else None
+        if not rows:
+            return None
+        version = int(rows[0]["v"])
+        return version, self.sealer.open(str(rows[0]["j"]), view_at(room, seat, version))
 
     def log(self, room: str, after: int = 0) -> list[str]:
-        rows = self._rows("SELECT entry FROM dl_public_log WHERE room = ? AND seq > ? "
-                          "ORDER BY seq", (room, after), plain=True)
-        return [str(entry) for entry, in rows]
+        rows = self._rows("SELECT seq, version, entry FROM dl_public_log WHERE room = ? "
+                          "AND seq > ? ORDER BY seq", (room, after), plain=True)
+        open_row = self.sealer.open
+        return [open_row(str(entry), entry_at(room, int(seq), int(version)))
+                for seq, version, entry in rows]
 
-    def log_at(self, room: str, gt: int = 0, lte: int | None = None
+    def log_at(self, room: str, gt: int = 0, lte: int | None = None,
+               forged: list[UnauthenticRow] | None = None
                ) -> tuple[int, list[tuple[int, str]]]:
         # One statement, one snapshot: the version is read once, beside every entry.
         upto = "" if lte is None else " AND version <= ?"
-        rows = self._rows("SELECT (SELECT version FROM dl_log_rooms WHERE room = ?), seq, entry "
-                          f"FROM dl_public_log WHERE room = ? AND version > ?{upto} ORDER BY seq",
+        rows = self._rows("SELECT (SELECT version FROM dl_log_rooms WHERE room = ?), seq, "
+                          f"version, entry FROM dl_public_log WHERE room = ? AND version > ?"
+                          f"{upto} ORDER BY seq",
                           (room, room, gt) if lte is None else (room, room, gt, lte),
                           plain=True)
+        entries = [(int(seq), self._open(str(entry), entry_at(room, int(seq), int(version)),
+                                         forged)) for _, seq, version, entry in rows]
         return (int(rows[0][0] or 0) if rows else 0), \
-            [(int(seq), str(entry)) for _, seq, entry in rows]
+            [(seq, entry) for seq, entry in entries if entry is not None]
 
-    def room_views(self, room: str) -> tuple[int | None, dict[str, str]]:
+    def room_views(self, room: str, forged: list[UnauthenticRow] | None = None
+                   ) -> tuple[int | None, dict[str, str]]:
         rows = self._rows("SELECT seat AS s, version AS v, view AS j FROM dl_seat_views "
                           "WHERE room = ?", (room,))
         version = next((int(r["v"]) for r in rows if r["s"] == PUBLIC), None)
-        return version, {str(r["s"]): self.sealer.open(str(r["j"])) for r in rows}
+        views = {str(r["s"]): self._open(str(r["j"]), view_at(room, str(r["s"]), int(r["v"])),
+                                         forged) for r in rows}
+        return version, {seat: view for seat, view in views.items() if view is not None}
+
+    def _open(self, text: str, where: str, forged: list[UnauthenticRow] | None
+              ) -> str | None:
+        try:
+            return self.sealer.open(text, where)
+        except UnauthenticRow as e:
+            if forged is None:
+                raise
+            forged.append(e)
+            return None
+
+    def token_room(self, digest: str) -> str | None:
+        rows = self._rows("SELECT room AS r FROM dl_token_rooms WHERE token_hash = ?",
+                          (digest,))
+        return str(rows[0]["r"]) if rows else None
 
     def autopilot_rooms(self, *, due: bool = False) -> list[str]:
         where = " WHERE due = 1" if due else ""
@@ -517,12 +646,14 @@ def create_autopilot_index(c: Any, existed: bool, mark: str, sealer: Sealer) -> 
     from projections.projectors import autopilot_entry  # it renders views: domain code
 
     # Only rooms that mention an autopilot profile are parsed (and the encrypted ones).
-    c.execute(c_sql("SELECT room AS r, state AS s FROM dl_view_rooms "
-                    "WHERE state LIKE ? OR state LIKE ?", mark), ('%"autopilot":"%', SEALED + "%"))
+    c.execute(c_sql("SELECT room AS r, version AS v, state AS s FROM dl_view_rooms "
+                    "WHERE state LIKE ? OR state LIKE ?", mark),
+              ('%"autopilot":"%', f"%{SEALED}%"))
     rows = []
     for r in c.fetchall():
         try:
-            rows.append(autopilot_entry(str(r["r"]), sealer.open(str(r["s"]))))
+            where = state_at("dl_view_rooms", str(r["r"]), int(r["v"]))
+            rows.append(autopilot_entry(str(r["r"]), sealer.open(str(r["s"]), where)))
         except Exception:  # a damaged room's state: the projector fences it off
             continue
     SQLWrites(c, mark).put_autopilot([row for row in rows if row[1] != "{}"])
@@ -536,9 +667,9 @@ class SQLiteStore(SQLStore):
     """Its own connection to the events' database file, writes under BEGIN IMMEDIATE."""
 
     def __init__(self, path: str, timeout: float = 10.0, create: bool = True,
-                 cipher: Any = None) -> None:
+                 cipher: Any = None, row_key: RowKey | None = None) -> None:
         self.path = path
-        self.sealer = Sealer(cipher)
+        self.sealer = Sealer(cipher, row_key)
         self.lock = threading.RLock()
         self.conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
                                     check_same_thread=False)
@@ -591,11 +722,12 @@ class PostgresStore(SQLStore):
 
     mark = "%s"
 
-    def __init__(self, datastore: Any, create: bool = True, cipher: Any = None) -> None:
+    def __init__(self, datastore: Any, create: bool = True, cipher: Any = None,
+                 row_key: RowKey | None = None) -> None:
         from psycopg.rows import tuple_row
 
         self.datastore = datastore
-        self.sealer = Sealer(cipher)
+        self.sealer = Sealer(cipher, row_key)
         self.plain_rows = tuple_row
         schema = getattr(datastore, "schema", "public")
         self.search_path = f'SET LOCAL search_path TO "{schema}"'

@@ -20,7 +20,7 @@ from infrastructure.storage import open_rooms
 from infrastructure.worker import Worker
 from projections.follow import Positions, ReadModelProjection
 from projections.read_models import ReadModels, _fold_rows, fresh_rows, fresh_snapshot
-from projections.store import PUBLIC, SQLiteStore
+from projections.store import PUBLIC, Sealer, SQLiteStore, entry_at
 
 BOX = "nullentropy-box"
 
@@ -358,13 +358,18 @@ def test_the_audit_reads_stored_rows_as_parsed_json(tmp_path):
     with open_rooms(f"sqlite:///{path}") as app:
         room = play(app, rooms=1)[0]
         assert audit_room(app, room)["checks"]["read_models_match"]["ok"] is True
+        # Rewritten by a writer holding the key (rows are authenticated: RULES 8).
+        sealer = Sealer(None, app.signer.row_key())  # type: ignore[attr-defined]
         with sqlite3.connect(path) as db:
-            for seq, entry in db.execute("SELECT seq, entry FROM dl_public_log WHERE room = ?",
-                                         (room,)).fetchall():
-                spaced = orjson.dumps(dict(reversed(orjson.loads(entry).items())),
+            for seq, version, entry in db.execute(
+                    "SELECT seq, version, entry FROM dl_public_log WHERE room = ?",
+                    (room,)).fetchall():
+                where = entry_at(room, seq, version)
+                text = sealer.open(entry, where)
+                spaced = orjson.dumps(dict(reversed(orjson.loads(text).items())),
                                       option=orjson.OPT_INDENT_2).decode()
                 db.execute("UPDATE dl_public_log SET entry = ? WHERE room = ? AND seq = ?",
-                           (spaced, room, seq))
+                           (sealer.seal_view(PUBLIC, spaced, where), room, seq))
         assert audit_room(app, room)["checks"]["read_models_match"] == {"ok": True,
                                                                         "details": []}
         with sqlite3.connect(path) as db:
@@ -377,7 +382,10 @@ def test_the_audit_reads_stored_rows_as_parsed_json(tmp_path):
         assert check["ok"] is False
         assert any("public log differs" in d for d in check["details"])
         assert any(d.startswith("harkonnen's view") for d in check["details"])
-        assert any(d.startswith("fremen's view") for d in check["details"])
+        # Rows written without the key are reported as such, and left out of the rest.
+        assert any("fails authentication" in d and ":fremen:" in d for d in check["details"])
+        assert any("fails authentication" in d and "dl_public_log" in d
+                   for d in check["details"])
         with sqlite3.connect(path) as db:
             db.execute("UPDATE dl_seat_views SET view = '{not json' WHERE room = ? "
                        "AND seat = 'emperor'", (room,))

@@ -9,13 +9,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
 import pytest
 import uvicorn
 
-from infrastructure.http import AccessLogRedaction, create_app
+from infrastructure.http import AccessLogRedaction, create_app, redact_url
 from infrastructure.storage import open_rooms
 from tests.support import layout
 from tests.test_http import ADMIN, auth, free_port
@@ -26,11 +27,11 @@ BOX = "nullentropy-box"
 class Server:
     """uvicorn on loopback in a thread of this process, over one storage URL."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, log_level: str = "warning") -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(create_app(lambda: open_rooms(url), admin_token=ADMIN),
-                                host="127.0.0.1", port=self.port, log_level="warning")
+                                host="127.0.0.1", port=self.port, log_level=log_level)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -145,6 +146,51 @@ def test_the_access_log_never_shows_a_query_token() -> None:
     assert "token=[redacted]&x=1" in record.getMessage()
 
 
+@pytest.mark.parametrize("name", ["token", "%74oken", "%74%6F%6B%65%6E", "TOKEN", "Token",
+                                  "%2574oken", "tok%65n", "seat_token"])
+def test_a_token_parameter_is_redacted_however_its_name_is_encoded(name: str) -> None:
+    for target in (f"/rooms/r/stream?{name}=s3cret", f"/rooms/r/stream?x=1&{name}=s3cret&y=2",
+                   f"/rooms/r/stream?x=1;{name}=s3cret"):
+        redacted = redact_url(target)
+        assert "s3cret" not in redacted and "[redacted]" in redacted
+    assert redact_url(f"/s?x=1&{name}=s3cret&y=2").endswith("&y=2")
+
+
+def test_the_served_access_log_hides_an_encoded_token_name(tmp_path: Path) -> None:
+    """On a real server: `?%74oken=` is taken as the stream's token, and the access log
+    line of that request shows neither the token nor a part of it."""
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    keep = Keep()
+    with Server(f"sqlite:///{tmp_path / 'log.db'}", log_level="info") as running:
+        logging.getLogger("uvicorn.access").addHandler(keep)
+        try:
+            room = create(running.base)
+            rid, token = room["room"], room["seats"]["emperor"]
+            for name in ("%74oken", "%54OKEN", "token"):
+                url = f"{running.base}/rooms/{rid}/stream?x=1&{name}={quote(token)}"
+                with httpx.Client(timeout=20) as client, \
+                        client.stream("GET", url) as response:
+                    accepted = name.lower() != "%54oken"  # the parameter's name is `token`
+                    assert response.status_code == (200 if accepted else 401)
+                    if accepted:
+                        assert events(response.iter_lines(), 1)[0]["id"] == "1"
+            for _ in range(100):
+                if sum("/stream" in line for line in lines) >= 3:
+                    break
+                time.sleep(0.02)
+        finally:
+            logging.getLogger("uvicorn.access").removeHandler(keep)
+    streamed = [line for line in lines if "/stream" in line]
+    assert len(streamed) == 3, lines
+    assert all(token not in line and token[:8] not in line and "[redacted]" in line
+               for line in streamed), streamed
+
+
 def test_a_stream_of_a_replaced_token_ends(server: Server) -> None:
     room = create(server.base)
     rid, old = room["room"], room["seats"]["emperor"]
@@ -162,3 +208,33 @@ def test_a_stream_of_a_replaced_token_ends(server: Server) -> None:
             client.stream("GET", f"{server.base}/rooms/{rid}/stream",
                           headers=auth(new)) as response:
         assert int(events(response.iter_lines(), 1)[0]["id"]) == r.json()["version"]
+
+
+def test_each_keep_alive_rechecks_the_token_against_the_stored_room(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the follower miss a change (here: it misses every one), the keep-alive
+    still finds a reissued token: the stream sends its pings, then ends."""
+    from infrastructure import http
+    from infrastructure.watch import RoomWatch
+
+    monkeypatch.setattr(http, "KEEPALIVE", 0.3)
+    monkeypatch.setattr(RoomWatch, "_scan", lambda self: [])
+    with Server(f"sqlite:///{tmp_path / 'pings.db'}") as running:
+        room = create(running.base)
+        rid, old = room["room"], room["seats"]["emperor"]
+        with httpx.Client(timeout=20) as client, \
+                client.stream("GET", f"{running.base}/rooms/{rid}/stream",
+                              headers=auth(old)) as response:
+            lines = response.iter_lines()
+            assert events(lines, 1)[0]["id"] == "1"
+            pings = 0
+            for line in lines:
+                if line.startswith(": ping"):
+                    pings += 1
+                    if pings == 2:
+                        break
+            r = httpx.post(f"{running.base}/rooms/{rid}/seats/emperor/token",
+                           headers=auth(ADMIN))
+            assert r.status_code == 201
+            rest = list(lines)  # ends at the next keep-alive (a read timeout fails)
+        assert not any(line.startswith("id:") for line in rest)
