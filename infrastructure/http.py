@@ -701,12 +701,15 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def serve(url: str | None, host: str, port: int, workers: int = 1) -> None:
-    """Run the API. UsageError (exit 2, one line) for a bad or unsafe host; StoreDown
+def serve(url: str | None, host: str, port: int, workers: int = 1, *,
+          worker: bool = True) -> None:
+    """Run the API, and the worker's duties in a thread unless `worker` is False
+    (`--no-worker`). UsageError (exit 2, one line) for a bad or unsafe host; StoreDown
     (a UsageError) when the store does not answer."""
     import uvicorn
 
     from infrastructure.storage import open_rooms
+    from infrastructure.worker import Background
 
     check_host(host)
     # A dead store answers 503 within 2 s: a pooled connection is waited for, and a
@@ -723,14 +726,20 @@ def serve(url: str | None, host: str, port: int, workers: int = 1) -> None:
     except StoreDown:
         rooms.close()
         raise
-    if workers > 1:
-        rooms.close()
-        if url:
-            os.environ["DUNE_LEDGER_DB"] = url
-        uvicorn.run("infrastructure.http:app_from_env", factory=True, host=host, port=port,
-                    workers=workers)
-        return
+    # One worker thread per `serve`, however many uvicorn processes: memory:// shares the
+    # serving app's store, any other store gets the worker's own connections.
+    shared = rooms if (url or "").startswith("memory:") else None
+    background = Background(url, shared).start() if worker else None
     try:
+        if workers > 1:
+            rooms.close()
+            if url:
+                os.environ["DUNE_LEDGER_DB"] = url
+            uvicorn.run("infrastructure.http:app_from_env", factory=True, host=host,
+                        port=port, workers=workers)
+            return
         uvicorn.run(create_app(rooms), host=host, port=port)
     finally:
+        if background is not None:
+            background.stop()
         rooms.close()

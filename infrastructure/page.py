@@ -88,6 +88,7 @@ def serve_table(url: str | None, host: str, port: int) -> int:
     from infrastructure.demo import BOX_LAYOUT
     from infrastructure.http import create_app
     from infrastructure.storage import open_rooms
+    from infrastructure.worker import Background
 
     with open_rooms(url) as rooms:
         created = rooms.create_room(BOX_LAYOUT)
@@ -99,5 +100,11 @@ def serve_table(url: str | None, host: str, port: int) -> int:
         print("\nOpen one address per player (each in its own tab: the token is kept per tab),")
         print(f"or open {base}/play/{created['room']} and paste that seat's token.")
         print("The tokens are shown once, here. Ctrl-C stops the server.\n", flush=True)
-        uvicorn.run(create_app(rooms), host=host, port=port)
+        # The worker's duties too (deadlines, autopilot seats), as `serve` does.
+        shared = rooms if (url or "").startswith("memory:") else None
+        background = Background(url, shared).start()
+        try:
+            uvicorn.run(create_app(rooms), host=host, port=port)
+        finally:
+            background.stop()
     return 0
