@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import os
 import re
@@ -49,7 +50,7 @@ from infrastructure import observability
 from infrastructure.page import router as page_router
 from infrastructure.storage import UsageError
 from infrastructure.strict_json import JSONInputError, loads
-from infrastructure.watch import RoomWatch, canonical
+from infrastructure.watch import PUBLIC, RoomWatch, canonical
 
 log = logging.getLogger("dune_ledger.http")
 
@@ -340,11 +341,13 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
             raise Refused("unauthorized", "that token is not a seat token of this room")
         return seat
 
-    async def seat_or_spectator(request: Request, room: str) -> str | None:
+    async def seat_or_spectator(request: Request, room: str,
+                                query_token: str | None = None) -> str | None:
         """The seat of a seat token, None for the room's spectator token."""
         who = client(request)
         wrong_tokens.check(who)
-        token = bearer(request)
+        token = query_token if query_token and "authorization" not in request.headers \
+            else bearer(request)
         seat = await bounded(tokens().seat, room, token)
         if seat is None and not await bounded(tokens().spectator, room, token):
             wrong_tokens.wrong(who)
@@ -493,11 +496,11 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
 
     @api.get("/rooms/{room}/log", summary="public log entries after `after` (all without it)",
              response_model=list[m.LogEntry], responses=errors,
-             openapi_extra={"security": SEAT})
+             openapi_extra={"security": [*SEAT, {"spectatorToken": []}]})
     async def get_log(room: str, request: Request,
                       after: int = Query(0, ge=0, le=2**62, description="the last seq seen")
                       ) -> Response:
-        await seat_of(request, room)
+        await seat_or_spectator(request, room)  # the public log: the spectator's too
         return JSONResponse(await bounded(app().public_log, room, after))
 
     starting = asyncio.Lock()
@@ -520,20 +523,24 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
              openapi_extra={"security": [*SEAT, {"queryToken": []}]})
     async def get_stream(room: str, request: Request,
                          token: str | None = Query(None, description="a seat token, for "
-                                                   "EventSource (prefer the header)")
+                                                   "EventSource (prefer the header)"),
+                         presence: bool = Query(False, description="also `event: presence`: "
+                                                "{faction: open pages} when it changes")
                          ) -> Response:
         """Server-Sent Events: one `view` event (`id:` the version) each time the seat's
         view changes, a keep-alive comment every 15 s; `Last-Event-ID` resumes. The
         token may come as `?token=` for the browser's EventSource (kept out of the
         access log)."""
-        seat = await seat_of(request, room, token)
+        # A spectator token streams the public view (its row in the read models).
+        seat = await seat_or_spectator(request, room, token) or PUBLIC
         key = canonical(room)
         try:
             sent = int(request.headers.get("last-event-id", "0") or 0)
         except ValueError:
             sent = 0
         watching = await watch()
-        watched = await watching.join(key)
+        seated = None if seat == PUBLIC else seat
+        watched = await watching.join(key, seated)
 
         given = token if token and "authorization" not in request.headers else bearer(request)
         reissued = watched.reissued
@@ -541,10 +548,13 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         async def still_valid() -> bool:
             """After a seat token was re-issued in the room, a stream of the old token ends."""
             tokens().forget(key)
+            if seat == PUBLIC:
+                return bool(await bounded(tokens().spectator, key, given))
             return bool(await bounded(tokens().seat, key, given) == seat)
 
         async def views() -> AsyncIterator[dict[str, str]]:
             nonlocal sent, reissued
+            told = -1  # the presence count last told (with ?presence=1)
             try:
                 while True:
                     signal = watched.changed
@@ -557,9 +567,14 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
                         sent = row[0]
                         yield {"event": "view", "id": str(sent), "data": row[1]}
                         continue
+                    if presence and watched.presence != told:  # after the view: the seats
+                        told = watched.presence
+                        yield {"event": "presence",
+                               "data": json.dumps(dict(sorted(watched.present.items())))}
+                        continue
                     await signal.wait()
             finally:
-                watching.leave(key)
+                watching.leave(key, seated)
 
         return EventSourceResponse(views(), ping=KEEPALIVE)
 

@@ -52,12 +52,32 @@ def security_headers() -> dict[str, str]:
 router = APIRouter()
 
 
-# A page, not part of the API: the OpenAPI document describes the JSON routes it uses.
-@router.get("/play/{room}", response_class=HTMLResponse, include_in_schema=False)
-async def play(room: str, request: Request) -> Response:
-    response = templates.TemplateResponse(request, "play.html", {"room": room})
+# The seat page and the spectator page are one template: the spectator's is the
+# public view (no `me`, no actions), read with the room's spectator token.
+PAGES = {
+    "play": {"title": "Dune table", "ask": "Take your seat", "token_label": "Seat token",
+             "open": "Open my seat", "leave": "Leave this seat", "seats_title": "The other seats"},
+    "watch": {"title": "Watching a Dune table", "ask": "Watch this table",
+              "token_label": "Spectator token", "open": "Watch", "leave": "Stop watching",
+              "seats_title": "The seats"},
+}
+
+
+def page(request: Request, template: str, context: dict[str, Any]) -> Response:
+    response = templates.TemplateResponse(request, template, context)
     response.headers.update(security_headers())
     return response
+
+
+# Pages, not part of the API: the OpenAPI document describes the JSON routes they use.
+@router.get("/play/{room}", response_class=HTMLResponse, include_in_schema=False)
+async def play(room: str, request: Request) -> Response:
+    return page(request, "play.html", {"room": room, "mode": "play", **PAGES["play"]})
+
+
+@router.get("/watch/{room}", response_class=HTMLResponse, include_in_schema=False)
+async def watch(room: str, request: Request) -> Response:
+    return page(request, "play.html", {"room": room, "mode": "watch", **PAGES["watch"]})
 
 
 @router.api_route("/static/page/{name}", methods=["GET", "HEAD"], include_in_schema=False)

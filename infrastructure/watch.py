@@ -45,6 +45,20 @@ class Watched:
     reissued: int = 0  # seat tokens re-issued since watching began: streams check theirs
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     streams: int = 0
+    # Presence (public: whether someone has a seat's page open, not what it holds): the
+    # open streams of each seat in this process, and a count of its changes.
+    present: dict[str, int] = field(default_factory=dict)
+    presence: int = 0
+
+    def seen(self, seat: str | None, step: int) -> None:
+        if seat is None:
+            return
+        self.present[seat] = self.present.get(seat, 0) + step
+        if self.present[seat] <= 0:
+            del self.present[seat]
+        self.presence += 1
+        signal, self.changed = self.changed, asyncio.Event()
+        signal.set()
 
 
 class RoomWatch:
@@ -60,21 +74,24 @@ class RoomWatch:
 
     # --- on the event loop ---------------------------------------------------------------
 
-    async def join(self, room: str) -> Watched:
-        """Start watching `room` (its canonical id) for one more stream."""
+    async def join(self, room: str, seat: str | None = None) -> Watched:
+        """Start watching `room` (its canonical id) for one more stream (of `seat`, for
+        presence; None for a spectator)."""
         watched = self.rooms.get(room)
         if watched is None:
             watched = Watched()
             self.rooms[room] = watched
             await asyncio.to_thread(self._refresh, [room])
         watched.streams += 1
+        watched.seen(seat, +1)
         observability.stream_opened()
         return watched
 
-    def leave(self, room: str) -> None:
+    def leave(self, room: str, seat: str | None = None) -> None:
         watched = self.rooms.get(room)
         if watched is not None:
             watched.streams -= 1
+            watched.seen(seat, -1)
             observability.stream_closed()
             if watched.streams <= 0:
                 del self.rooms[room]
