@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from domain import words
 from domain.actions import actions
 from domain.ambassador import PRICE
 from domain.catalog import CARDS
@@ -36,12 +37,6 @@ BOX_SAYS = (
     "than a Box. The fee is spent as soon as the candidates are shown: a search cannot be "
     "called off. The rest of the discard is then shuffled and the Box goes on top."
 )
-WINDOW_NAMES = {
-    "ambassador_income": "The Emperor's income",
-    "ambassador_bonus": "The Harkonnen bonus card",
-    "semuta": "Semuta Drug",
-    "gift": "A gift from Richese",
-}
 WINDOW_SAYS = {
     "ambassador_income": (
         f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
@@ -100,7 +95,7 @@ def public_response(w: ResponseWindow | None, state: RoomState) -> dict[str, Any
             "deadline": w.deadline,
             # The room's length of a window (a layout field): a countdown never shows more.
             "seconds": state.response_seconds if w.deadline else None,
-            "name": WINDOW_NAMES.get(w.kind, w.kind.replace("_", " ")),
+            "name": words.window(w.kind)[:1].upper() + words.window(w.kind)[1:],
             "says": WINDOW_SAYS.get(w.kind),
             **w.data.get("public", {})}
 
