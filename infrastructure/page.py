@@ -14,19 +14,35 @@ access log.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
+
+from domain.words import FACTIONS
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
+FACTIONS_JSON = json.dumps(FACTIONS)  # the game's names, one source for every page
 
 # The only files /static/page/ serves: no directory is exposed.
-STATIC = {"page.js": "text/javascript", "page.css": "text/css"}
+STATIC = {"page.js": "text/javascript", "host.js": "text/javascript", "page.css": "text/css"}
+# The layouts the host page offers to start from (a source checkout's examples/).
+EXAMPLES = HERE.parent / "examples"
+
+
+def examples() -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for path in sorted(EXAMPLES.glob("*.json")) if EXAMPLES.is_dir() else []:
+        try:
+            found[path.stem] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # an example that does not read is not offered
+    return found
 
 
 def frame_ancestors() -> str:
@@ -72,12 +88,31 @@ def page(request: Request, template: str, context: dict[str, Any]) -> Response:
 # Pages, not part of the API: the OpenAPI document describes the JSON routes they use.
 @router.get("/play/{room}", response_class=HTMLResponse, include_in_schema=False)
 async def play(room: str, request: Request) -> Response:
-    return page(request, "play.html", {"room": room, "mode": "play", **PAGES["play"]})
+    return page(request, "play.html", {"room": room, "mode": "play", "factions": FACTIONS_JSON,
+                                       **PAGES["play"]})
 
 
 @router.get("/watch/{room}", response_class=HTMLResponse, include_in_schema=False)
 async def watch(room: str, request: Request) -> Response:
-    return page(request, "play.html", {"room": room, "mode": "watch", **PAGES["watch"]})
+    return page(request, "play.html", {"room": room, "mode": "watch", "factions": FACTIONS_JSON,
+                                       **PAGES["watch"]})
+
+
+# The host page: the operator's desk over the operator routes (GET/POST /rooms, token
+# reissue). It holds no room data: the browser asks for it with the operator token.
+@router.get("/host", response_class=HTMLResponse, include_in_schema=False)
+async def host(request: Request) -> Response:
+    return page(request, "host.html", {"factions": FACTIONS_JSON,
+                                       "examples": list(examples())})
+
+
+@router.get("/host/examples/{name}", include_in_schema=False)
+async def example(name: str) -> Response:
+    layouts = examples()
+    if name not in layouts:
+        return JSONResponse({"ok": False, "version": 0, "error": {
+            "code": "not_found", "message": f"no example layout {name!r}"}}, status_code=404)
+    return JSONResponse(layouts[name], headers={"Cache-Control": "no-cache"})
 
 
 @router.api_route("/static/page/{name}", methods=["GET", "HEAD"], include_in_schema=False)

@@ -61,8 +61,9 @@ BOX_FULL_HAND: dict[str, Any] = {
 class Server:
     """`dune-ledger serve` on one port and one SQLite file; killed and started again at will."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, env: dict[str, str] | None = None) -> None:
         self.url = f"sqlite:///{db}"
+        self.env = env or {}
         self.log = db.with_suffix(".log")  # the server's output, access log included
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -70,6 +71,7 @@ class Server:
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
+        env.update(self.env)
         with self.log.open("ab") as out:  # the child keeps its own copy of the file
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "infrastructure.cli", "--db", self.url, "serve",
@@ -90,7 +92,9 @@ class Server:
         self.proc = None
 
     def create(self, layout: dict[str, Any]) -> dict[str, Any]:
-        r = httpx.post(f"{self.base}/rooms", json=layout)
+        admin = self.env.get("DUNE_LEDGER_ADMIN_TOKEN")
+        r = httpx.post(f"{self.base}/rooms", json=layout,
+                       headers={"Authorization": f"Bearer {admin}"} if admin else {})
         assert r.status_code == 201, r.text
         created: dict[str, Any] = r.json()
         return created

@@ -309,3 +309,76 @@ def test_the_spectator_page_follows_the_public_view(browser: Any, server: Server
         assert r.status_code == 401
     finally:
         watcher.close()
+
+
+ADMIN = "host-page-operator-token"
+
+
+def test_the_host_page_creates_a_room_invites_and_reissues(browser: Any,
+                                                           tmp_path: Any) -> None:
+    server = Server(tmp_path / "host.db", env={"DUNE_LEDGER_ADMIN_TOKEN": ADMIN})
+    server.start()
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+
+        def every_width(step: str) -> None:
+            for width in WIDTHS:
+                page.set_viewport_size({"width": width, "height": 900})
+                check_state(page, width, "host", step)
+
+        page.goto(f"{server.base}/host")
+        page.wait_for_selector("#token-form:not([hidden])")  # the routes need the token
+        every_width("1-sign-in")
+        page.get_by_label("Operator token").fill("not-the-token")
+        page.get_by_role("button", name="Open the host page").click()
+        page.wait_for_selector("#error:not([hidden])")
+        assert "operator token" in page.inner_text("#error")
+        page.get_by_label("Operator token").fill(ADMIN)
+        page.get_by_role("button", name="Open the host page").click()
+        page.wait_for_selector("#desk:not([hidden])")
+        assert "No rooms yet." in page.inner_text("#rooms")
+        every_width("2-empty")
+
+        # A shipped example fills the layout; creating it shows every invitation.
+        page.get_by_label("Start from an example").select_option("box")
+        page.wait_for_function("() => document.getElementById('layout').value.includes('seats')")
+        page.get_by_role("button", name="Create the room").click()
+        page.wait_for_selector("#invites:not([hidden]) [data-invite=richese]")
+        assert page.evaluate("() => document.activeElement.id") == "invites-title"
+        address = page.inner_text("[data-invite=richese] .invite")
+        play, _, token = address.partition("#token=")
+        room = play.rsplit("/", 1)[1]
+        assert play == f"{server.base}/play/{room}"
+        assert server.get(f"/rooms/{room}/view", token)["seat"] == "richese"
+        watch = page.inner_text("[data-invite=spectator] .invite")
+        assert watch.startswith(f"{server.base}/watch/{room}#token=")
+        page.wait_for_selector(f"[data-room='{room}']")
+        listed = page.inner_text(f"[data-room='{room}']")
+        assert "Richese" in listed and "Emperor" in listed
+        every_width("3-created")
+
+        # A new token for Richese: the old one stops, the new invitation works.
+        page.get_by_role("button", name="New token for Richese").click()
+        page.wait_for_function("() => document.getElementById('invites').textContent"
+                               ".includes('no longer works')")
+        fresh = page.inner_text("[data-invite=richese] .invite").partition("#token=")[2]
+        assert fresh and fresh != token
+        old = httpx.get(f"{server.base}/rooms/{room}/view",
+                        headers={"Authorization": f"Bearer {token}"})
+        assert old.status_code == 401
+        assert server.get(f"/rooms/{room}/view", fresh)["seat"] == "richese"
+        page.wait_for_function(
+            "r => Number(document.querySelector(`[data-room='${r}'] [data-version]`)"
+            ".dataset.version) > 1", arg=room)
+        every_width("4-reissued")
+        # The invitation opens the seat page.
+        seat = Seat(browser, server, room, "richese", fresh)
+        assert seat.page.inner_text("#where").startswith("Richese")
+        seat.close()
+    finally:
+        context.close()
+        if server.proc is not None:
+            server.proc.terminate()
+            server.proc.wait(timeout=10)

@@ -11,12 +11,8 @@
   const watching = root.dataset.mode === 'watch';
   const KEY = 'dune-ledger:' + (watching ? 'spectator:' : 'token:') + room;
   const base = '/rooms/' + encodeURIComponent(room);
-  // The factions as the game writes them; each one's colour is in page.css.
-  const FACTIONS = {
-    atreides: 'Atreides', harkonnen: 'Harkonnen', emperor: 'Emperor', fremen: 'Fremen',
-    guild: 'Spacing Guild', bene_gesserit: 'Bene Gesserit', ixians: 'Ixians',
-    tleilaxu: 'Tleilaxu', choam: 'CHOAM', richese: 'Richese', ecaz: 'Ecaz', moritani: 'Moritani',
-  };
+  // The factions as the game writes them (domain/words.py); each colour is in page.css.
+  const FACTIONS = JSON.parse(root.dataset.factions || '{}');
   const fname = (f) => FACTIONS[f] || f;
   const PHASES = { 1: 'Storm', 2: 'Spice Blow and Nexus', 3: 'CHOAM Charity', 4: 'Bidding',
     5: 'Revival', 6: 'Shipment and Movement', 7: 'Battle', 8: 'Spice Collection',
