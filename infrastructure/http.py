@@ -474,6 +474,8 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         # Bounded like a read: a store that does not answer gets 503 within 2 s. The
         # command may still be applied if the store comes back: retry with its command_id.
         result = await bounded(app().execute, room, seat, raw)
+        if result["ok"] and "watch" in state:
+            state["watch"].wake.set()  # this process's streams see it without a poll's wait
         return result_response(result)
 
     @api.get("/rooms/{room}/view", summary="the token's seat view (ETag: the version)",

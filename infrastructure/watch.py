@@ -68,6 +68,9 @@ class RoomWatch:
         self.rooms: dict[str, Watched] = {}
         self.lock = threading.Lock()
         self.stopped = threading.Event()
+        # Set by a command this process just appended: the follower looks at once rather
+        # than at its next poll (SQLite and memory; PostgreSQL wakes on NOTIFY).
+        self.wake = threading.Event()
         self.cursor = int(app.recorder.max_notification_id() or 0)
         self.thread = threading.Thread(target=self._follow, name="room-watch", daemon=True)
         self.thread.start()
@@ -98,6 +101,7 @@ class RoomWatch:
 
     def close(self) -> None:
         self.stopped.set()
+        self.wake.set()
         self.thread.join(timeout=5)
 
     def _publish(self, room: str, version: int, views: dict[str, tuple[int, str]],
@@ -132,7 +136,8 @@ class RoomWatch:
         recorder = self.app.recorder
         if not isinstance(recorder, PostgresApplicationRecorder):
             def poll() -> None:
-                self.stopped.wait(POLL)
+                self.wake.wait(POLL)
+                self.wake.clear()
             return poll
         return PgWake(recorder, self.stopped)
 
