@@ -522,7 +522,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
                  "text/event-stream": {"schema": {
                      "type": "string", "description": "`event: view`, `id: VERSION`, "
                      "`data:` the seat's view (SeatView) as JSON; `: ping` every 15 s"}}}}},
-             openapi_extra={"security": [*SEAT, {"queryToken": []}]})
+             openapi_extra={"security": [*SEAT, {"spectatorToken": []}, {"queryToken": []}]})
     async def get_stream(room: str, request: Request,
                          token: str | None = Query(None, description="a seat token, for "
                                                    "EventSource (prefer the header)"),
