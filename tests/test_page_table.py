@@ -22,6 +22,7 @@ from infrastructure.demo import AMBASSADOR_LAYOUT
 from tests.test_page_browser import (
     ARTIFACTS,
     BOX_FULL_HAND,
+    TRUTH_AND_GIFT,
     Seat,
     Server,
     mentions,
@@ -239,6 +240,8 @@ def test_a_window_passes_by_default_and_karama_asks_once(browser: Any, server: S
         page.wait_for_function(
             "v => Number(document.getElementById('table').dataset.version) > v", arg=version)
         atreides.settled()
+        # The window is gone: the focus moved on (to my seat), not to the page body.
+        page.wait_for_function("() => document.activeElement !== document.body")
         assert atreides.view()["response"] is None or \
             atreides.view()["response"]["event"] != window["event"]
         assert "karama-2" not in [c["id"] for c in atreides.view()["me"]["hand"]]
@@ -382,3 +385,50 @@ def test_the_host_page_creates_a_room_invites_and_reissues(browser: Any,
         if server.proc is not None:
             server.proc.terminate()
             server.proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_other_decisions_say_what_they_do_at_each_width(browser: Any, server: Server,
+                                                            width: int) -> None:
+    # The Ambassador trigger, as Ecaz sees it before choosing.
+    created = server.create(AMBASSADOR_LAYOUT)
+    room, tokens = created["room"], created["seats"]
+    assert command(server, room, tokens["atreides"], {
+        "type": "enter_territory", "territory": "arrakeen", "via": "shipment"})["ok"]
+    ecaz = Seat(browser, server, room, "ecaz", tokens["ecaz"], width=width)
+    try:
+        says = ecaz.page.inner_text("#decision-says")
+        assert "Richese ambassador" in says and "3 spice" in says
+        assert ecaz.button("Trigger it for Harkonnen").is_visible()
+        check_state(ecaz.page, width, "decisions", "1-ambassador")
+    finally:
+        ecaz.close()
+
+    # A Truthtrance question, then a gift, as the answering seats see them.
+    created = server.create(TRUTH_AND_GIFT)
+    room, tokens = created["room"], created["seats"]
+    emperor = server.get(f"/rooms/{room}/view", tokens["emperor"])
+    ask = next(a for a in emperor["actions"] if a["type"] == "ask_truthtrance"
+               and a["target"] == "richese")
+    asked = command(server, room, tokens["emperor"], {
+        "type": "ask_truthtrance", "card": ask["card"], "target": "richese",
+        "question": "Will you search the discard this turn?"})
+    assert asked["ok"], asked
+    richese = Seat(browser, server, room, "richese", tokens["richese"], width=width)
+    try:
+        assert "promise binds you" in richese.page.inner_text("#truthtrance-says")
+        check_state(richese.page, width, "decisions", "2-truthtrance")
+        richese.button("Answer no").click()
+        richese.page.wait_for_selector("#truthtrance", state="hidden")
+        richese.page.wait_for_function("() => document.activeElement !== document.body")
+        richese.button("Offer Crysknife to Emperor").click()
+        richese.settled()
+    finally:
+        richese.close()
+    ally = Seat(browser, server, room, "emperor", tokens["emperor"], width=width)
+    try:
+        ally.page.wait_for_selector("#gift:not([hidden])")
+        assert "Richese offers Crysknife to Emperor" in ally.page.inner_text("#gift")
+        check_state(ally.page, width, "decisions", "3-gift")
+    finally:
+        ally.close()

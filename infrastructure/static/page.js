@@ -14,6 +14,7 @@
   // The factions as the game writes them (domain/words.py); each colour is in page.css.
   const FACTIONS = JSON.parse(root.dataset.factions || '{}');
   const fname = (f) => FACTIONS[f] || f;
+  const who = (f) => (view && f === view.seat ? 'you' : fname(f));
   const PHASES = { 1: 'Storm', 2: 'Spice Blow and Nexus', 3: 'CHOAM Charity', 4: 'Bidding',
     5: 'Revival', 6: 'Shipment and Movement', 7: 'Battle', 8: 'Spice Collection',
     9: 'Mentat Pause' };
@@ -556,13 +557,13 @@
     const w = view.response;
     if (countdown) clearInterval(countdown);
     countdown = null;
-    if (!w) return fill('response');
+    if (!w || w.kind === 'gift') return fill('response'); // the gift panel shows an offer
     const at = parseDeadline(w.deadline);
     const waiting = w.waiting || [];
     // Passing is the default; a Karama spends a card, so it asks once before it is sent.
     const pass = respond.filter((a) => a.action !== 'karama');
     const karama = respond.filter((a) => a.action === 'karama');
-    const names = (list) => list.map(fname).join(', ');
+    const names = (list) => list.map(who).join(', ');
     fill('response',
       h('p', {}, h('strong', { text: w.name || w.kind.replaceAll('_', ' ') }),
         w.payer ? ` · paid by ${fname(w.payer)}` + (w.amount !== undefined ? ` (${w.amount} spice)` : '')
@@ -615,6 +616,9 @@
     const what = g && g.card ? g.card.name : 'a card';
     fill('gift',
       g ? h('p', {}, `${fname(g.giver || 'richese')} offers ${what} to ${g.to ? fname(g.to) : 'an ally'}.`) : null,
+      answer.length && w && w.says ? h('p', { class: 'says', text: w.says }) : null,
+      w && !answer.length && (w.waiting || []).length
+        ? h('p', { class: 'hint', text: `Waiting for ${w.waiting.map(who).join(', ')}.` }) : null,
       h('div', { class: 'row wrap' }, answer.map((a) => actionButton(a,
         a.accept ? `Accept ${what}` : 'Refuse the gift', a.accept ? 'primary' : null))));
   }
