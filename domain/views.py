@@ -78,8 +78,9 @@ def public_decision(d: Decision | None) -> dict[str, Any] | None:
     if d is None:
         return None
     public = d.data.get("public", {})
+    says = decision_says(d.kind, public)
     return {"kind": d.kind, "event": d.event, "player": d.player, **public,
-            "says": decision_says(d.kind, public)}
+            **({"says": says} if says else {})}
 
 
 def public_response(w: ResponseWindow | None, state: RoomState) -> dict[str, Any] | None:
