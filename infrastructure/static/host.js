@@ -62,6 +62,7 @@
     $('error').textContent = '';
   }
 
+  const when = (at) => (at && !Number.isNaN(Date.parse(at)) ? new Date(at).toLocaleString() : at || '');
   const invitation = (path, secret) => `${location.origin}${path}#token=${encodeURIComponent(secret)}`;
 
   function invite(room, faction, secret) {
@@ -109,8 +110,8 @@
         h('dl', { class: 'facts' },
           h('dt', { text: 'Version' }), h('dd', { 'data-version': r.version, text: String(r.version) }),
           h('dt', { text: 'Last command' }), h('dd', {
-            text: last ? `${fname(last.seat)}: ${last.event}, ${last.at}` : 'none yet' }),
-          h('dt', { text: 'Created' }), h('dd', { text: r.created || '' })),
+            text: last ? `${fname(last.seat)}: ${last.event}, ${when(last.at)}` : 'none yet' }),
+          h('dt', { text: 'Created' }), h('dd', { text: when(r.created) })),
         h('div', { class: 'row wrap' },
           h('a', { href: '/watch/' + r.room, text: 'Spectator page' })),
         h('ul', { class: 'seats' }, r.seats.map((f) => h('li', { class: 'seat f-' + f, 'data-seat': f },
