@@ -30,6 +30,7 @@ from domain.events import Event, RngField, rng_public
 from domain.responses import WindowKind, open_window, register
 from domain.rules import Tx, handles
 from domain.state import AmbassadorState, Decision, Receipt, ResponseWindow, RoomState
+from domain.words import faction, place
 
 ECAZ = "ecaz"
 RICHESE = "richese"
@@ -331,7 +332,7 @@ class TerritoryEntered(Event):
         return {"seat": self.seat, "territory": self.territory, "via": self.via}
 
     def text(self) -> str:
-        return f"{self.seat} entered {self.territory} ({self.via})"
+        return f"{faction(self.seat)} entered {place(self.territory)} ({self.via})"
 
 
 class AmbassadorOffered(Event):
@@ -363,8 +364,8 @@ class AmbassadorOffered(Event):
                 "token": self.token, "territory": self.territory, "via": self.via}
 
     def text(self) -> str:
-        return (f"{self.entrant} entered {self.territory}, which holds the {self.token} "
-                f"ambassador: {self.owner} may trigger it")
+        return (f"{faction(self.entrant)} entered {place(self.territory)}, which holds the "
+                f"{faction(self.token)} ambassador: {faction(self.owner)} may trigger it")
 
 
 class AmbassadorDeclined(Event):
@@ -406,7 +407,8 @@ class AmbassadorTriggered(Event):
                 "beneficiary": self.beneficiary}
 
     def text(self) -> str:
-        return f"Ecaz triggered the {self.token} ambassador for {self.beneficiary}"
+        return (f"Ecaz triggered the {faction(self.token)} ambassador for "
+                f"{faction(self.beneficiary)}")
 
 
 class AmbassadorCopyOffered(Event):
@@ -430,7 +432,7 @@ class AmbassadorCopyOffered(Event):
         return {"event": self.event, "decision": self.decision, "player": self.player}
 
     def text(self) -> str:
-        return f"{self.player} may copy an ambassador with the BG token"
+        return f"{faction(self.player)} may copy an ambassador with the BG token"
 
 
 class AmbassadorCopied(Event):
@@ -447,7 +449,7 @@ class AmbassadorCopied(Event):
         return {"event": self.event, "token": self.token}
 
     def text(self) -> str:
-        return f"The BG ambassador copies the {self.token} ambassador"
+        return f"The BG ambassador copies the {faction(self.token)} ambassador"
 
 
 class AmbassadorNoEffect(Event):
@@ -478,7 +480,8 @@ class PurchasePaid(Event):
         return {"event": self.event, "buyer": self.buyer, "amount": self.amount}
 
     def text(self) -> str:
-        return f"{self.buyer} paid {self.amount} spice to the Spice Bank for a Treachery card"
+        return (f"{faction(self.buyer)} paid {self.amount} spice to the Spice Bank for a "
+                "Treachery card")
 
 
 class ReceiptStaged(Event):
@@ -501,7 +504,7 @@ class ReceiptStaged(Event):
                 "emperor": self.emperor, "stage": self.stage}
 
     def text(self) -> str:
-        return f"{self.buyer} bought a Treachery card through the Richese ambassador"
+        return f"{faction(self.buyer)} bought a Treachery card through the Richese ambassador"
 
 
 class ReceiptAdvanced(Event):
@@ -536,7 +539,7 @@ class EmperorIncomePaid(Event):
         return {"event": self.event, "emperor": self.emperor, "amount": self.amount}
 
     def text(self) -> str:
-        return f"The Spice Bank paid {self.amount} spice to the {self.emperor}"
+        return f"The Spice Bank paid {self.amount} spice to the {faction(self.emperor)}"
 
 
 class HarkonnenBonusResolved(Event):
@@ -554,8 +557,8 @@ class HarkonnenBonusResolved(Event):
 
     def text(self) -> str:
         if self.card is None:
-            return f"{self.seat}'s bonus card: none could be drawn"
-        return f"{self.seat} drew a bonus card"
+            return f"{faction(self.seat)}'s bonus card: none could be drawn"
+        return f"{faction(self.seat)} drew a bonus card"
 
 
 class AmbassadorEntryClosed(Event):
@@ -586,7 +589,7 @@ class WormResumed(Event):
         return {"event": self.event, "seat": self.seat, "territory": self.territory}
 
     def text(self) -> str:
-        return f"The worm carrying {self.seat} resumes from {self.territory}"
+        return f"The worm carrying {faction(self.seat)} resumes from {place(self.territory)}"
 
 
 class AmbassadorCohortDrawn(Event):

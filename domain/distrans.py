@@ -19,6 +19,7 @@ from domain.errors import Rejection
 from domain.events import Event
 from domain.rules import Tx, handles
 from domain.state import RoomState
+from domain.words import card, faction
 
 
 def is_distrans(card_id: str) -> bool:
@@ -39,7 +40,7 @@ class CardGiven(Event):
         return {"seat": self.seat, "to": self.to, "via": self.via}
 
     def text(self) -> str:
-        return f"{self.seat} gave a card to {self.to} with {self.via}"
+        return f"{faction(self.seat)} gave a card to {faction(self.to)} with {card(self.via)}"
 
 
 @handles(c.Distrans)

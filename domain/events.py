@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from domain.catalog import is_box as _is_box
 from domain.state import Control, RoomState, Search
+from domain.words import card, faction
 
 EVENT_TYPES: dict[str, type[Event]] = {}
 # The four slots of every pydantic model, set through their descriptors: an
@@ -133,7 +134,7 @@ class RoomCreated(Event):
         }
 
     def text(self) -> str:
-        seats = ", ".join(seat["faction"] for seat in self.state["seats"])
+        seats = ", ".join(faction(seat["faction"]) for seat in self.state["seats"])
         return f"Room created ({self.state['mode']}) with {seats}"
 
 
@@ -160,7 +161,7 @@ class CardDrawn(Event):
         return {"seat": self.seat}
 
     def text(self) -> str:
-        return f"{self.seat} drew a card"
+        return f"{faction(self.seat)} drew a card"
 
 
 class DiscardReshuffled(Event):
@@ -197,7 +198,7 @@ class CardDiscarded(Event):
         return {"seat": self.seat, "card": self.card}
 
     def text(self) -> str:
-        return f"{self.seat} discarded {self.card}"
+        return f"{faction(self.seat)} discarded {card(self.card)}"
 
 
 class AutopilotSet(Event):
@@ -212,8 +213,8 @@ class AutopilotSet(Event):
 
     def text(self) -> str:
         if self.profile is None:
-            return f"{self.seat} turned autopilot off"
-        return f"{self.seat} turned autopilot on ({self.profile})"
+            return f"{faction(self.seat)} turned autopilot off"
+        return f"{faction(self.seat)} turned autopilot on ({self.profile})"
 
 
 # --- the Nullentropy Box ------------------------------------------------------
@@ -232,7 +233,8 @@ class FeePaid(Event):
         return {"seat": self.seat, "amount": self.amount, "card": self.card}
 
     def text(self) -> str:
-        return f"{self.seat} paid {self.amount} spice to the Spice Bank for {self.card}"
+        return (f"{faction(self.seat)} paid {self.amount} spice to the Spice Bank for "
+                f"{card(self.card)}")
 
 
 class PromiseFulfilled(Event):
@@ -250,7 +252,7 @@ class PromiseFulfilled(Event):
         return {"seat": self.seat, "box": self.box}
 
     def text(self) -> str:
-        return f"{self.seat} kept the promise to activate {self.box}"
+        return f"{faction(self.seat)} kept the promise to activate {card(self.box)}"
 
 
 class SearchOpened(Event):
@@ -292,7 +294,7 @@ class SearchOpened(Event):
         return {"search": self.search, "owner": self.owner, "box": self.box}
 
     def text(self) -> str:
-        return f"{self.owner} opened a paid Nullentropy Box search"
+        return f"{faction(self.owner)} opened a paid Nullentropy Box search"
 
 
 class CardRetrieved(Event):
@@ -325,7 +327,7 @@ class CardRetrieved(Event):
         return {"search": self.search, "seat": self.seat}
 
     def text(self) -> str:
-        return f"{self.seat} took a card from the discard pile"
+        return f"{faction(self.seat)} took a card from the discard pile"
 
 
 class PileShuffled(Event):
@@ -356,7 +358,7 @@ class BoxDiscarded(Event):
         return {"search": self.search, "seat": self.seat, "card": self.card}
 
     def text(self) -> str:
-        return f"{self.seat} discarded {self.card} on top of the discard pile"
+        return f"{faction(self.seat)} discarded {card(self.card)} on top of the discard pile"
 
 
 class SearchClosed(DeadlineSinceV2, Event):

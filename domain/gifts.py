@@ -23,6 +23,7 @@ from domain.events import Event
 from domain.responses import WindowKind, register
 from domain.rules import Tx, handles
 from domain.state import ResponseWindow, RoomState
+from domain.words import faction
 
 GIVER = "richese"
 KIND = "gift"
@@ -96,7 +97,7 @@ class GiftOffered(Event):
         return {"event": self.event, "giver": self.giver, "to": self.to}
 
     def text(self) -> str:
-        return f"{self.giver} offered a card to {self.to}"
+        return f"{faction(self.giver)} offered a card to {faction(self.to)}"
 
 
 class GiftAccepted(Event):
@@ -114,7 +115,7 @@ class GiftAccepted(Event):
         return {"event": self.event, "giver": self.giver, "to": self.to}
 
     def text(self) -> str:
-        return f"{self.to} accepted the card {self.giver} offered"
+        return f"{faction(self.to)} accepted the card {faction(self.giver)} offered"
 
 
 class GiftDeclined(Event):
@@ -129,7 +130,7 @@ class GiftDeclined(Event):
         return {"event": self.event, "giver": self.giver, "to": self.to}
 
     def text(self) -> str:
-        return f"{self.to} declined the card {self.giver} offered"
+        return f"{faction(self.to)} declined the card {faction(self.giver)} offered"
 
 
 @handles(c.OfferGift)

@@ -25,6 +25,7 @@ from domain.errors import Rejection
 from domain.events import Event
 from domain.rules import Tx, handles
 from domain.state import RoomState, ShippingCost
+from domain.words import card, faction
 
 GUILD = "guild"
 
@@ -68,7 +69,8 @@ class ShipmentStopped(Event):
 
     def text(self) -> str:
         outcome = "its cost is refunded" if self.refunded else "nothing is refunded"
-        return f"The Guild stopped {self.creator}'s shipment paid with {self.card}: {outcome}"
+        return (f"The Guild stopped {faction(self.creator)}'s shipment paid with "
+                f"{card(self.card)}: {outcome}")
 
 
 class ShippingCostRefunded(Event):
@@ -87,7 +89,7 @@ class ShippingCostRefunded(Event):
         return {"card": self.card, "creator": self.creator}
 
     def text(self) -> str:
-        return f"{self.card} went back from the discard pile to {self.creator}"
+        return f"{card(self.card)} went back from the discard pile to {faction(self.creator)}"
 
 
 def refundable(state: RoomState, rec: ShippingCost) -> bool:

@@ -31,6 +31,7 @@ from domain.events import DeadlineSinceV2, Event
 from domain.randomness import Randomness
 from domain.rules import SYSTEM, SYSTEM_COMMANDS, Tx, continuation, decide, handles
 from domain.state import ResponseWindow, RoomState
+from domain.words import card, faction, window
 
 # cancelled_by: the seat that cancelled the advantage, or None when allowed
 Resolve = Callable[[Tx, ResponseWindow, str | None], None]
@@ -234,7 +235,7 @@ class ResponseWindowOpened(DeadlineSinceV2, Event):
                 **self.data.get("public", {})}
 
     def text(self) -> str:
-        return f"A response window opened ({self.kind})"
+        return f"A response window opened: {window(self.kind)}"
 
 
 class ResponsePassed(Event):
@@ -250,7 +251,7 @@ class ResponsePassed(Event):
         return {"event": self.event, "seat": self.seat}
 
     def text(self) -> str:
-        return f"{self.seat} passed"
+        return f"{faction(self.seat)} passed"
 
 
 class ResponseCancelled(Event):
@@ -270,7 +271,7 @@ class ResponseCancelled(Event):
         return {"event": self.event, "kind": self.kind, "seat": self.seat, "card": self.card}
 
     def text(self) -> str:
-        return f"{self.seat} cancelled it with {self.card}"
+        return f"{faction(self.seat)} cancelled it with {card(self.card)}"
 
 
 class ResponseWindowClosed(Event):
@@ -288,7 +289,7 @@ class ResponseWindowClosed(Event):
         return {"event": self.event, "kind": self.kind}
 
     def text(self) -> str:
-        return f"Nobody cancelled ({self.kind}): it is allowed"
+        return f"Nobody cancelled {window(self.kind)}: it is allowed"
 
 
 class ResponseDeadlinePassed(Event):
@@ -305,4 +306,4 @@ class ResponseDeadlinePassed(Event):
         return {"event": self.event, "kind": self.kind}
 
     def text(self) -> str:
-        return f"The response window's deadline passed ({self.kind})"
+        return f"Time ran out on {window(self.kind)}"

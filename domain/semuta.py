@@ -39,6 +39,7 @@ from domain.events import DeadlineSinceV2, Event
 from domain.responses import WindowKind, holding_cards, register
 from domain.rules import Tx, continuation, handles
 from domain.state import ResponseWindow, RoomState
+from domain.words import card, faction
 
 KIND = "semuta"
 
@@ -128,7 +129,7 @@ class SemutaReactionQueued(Event):
         return {"event": self.event, "discarder": self.discarder, "cards": list(self.cards)}
 
     def text(self) -> str:
-        return f"Semuta may react to {self.discarder}'s discard"
+        return f"Semuta may react to {faction(self.discarder)}'s discard"
 
 
 class SemutaWindowOpened(DeadlineSinceV2, Event):
@@ -180,7 +181,7 @@ class SemutaPassed(Event):
         return None if self.hidden else {"event": self.event, "seat": self.seat}
 
     def text(self) -> str:
-        return f"{self.seat} passed on Semuta"
+        return f"{faction(self.seat)} passed on Semuta"
 
 
 class SemutaTaken(Event):
@@ -197,7 +198,7 @@ class SemutaTaken(Event):
         return {"event": self.event, "seat": self.seat, "card": self.card}
 
     def text(self) -> str:
-        return f"{self.seat} took {self.card} from the discard pile with Semuta Drug"
+        return f"{faction(self.seat)} took {card(self.card)} from the discard pile with Semuta Drug"
 
 
 class SemutaWindowClosed(Event):

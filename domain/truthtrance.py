@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain import commands as c
+from domain import words
 from domain.catalog import CARDS, card
 from domain.custody import check_own_card, discard_card
 from domain.errors import Rejection
@@ -26,6 +27,7 @@ from domain.events import Event
 from domain.nullentropy import FEE
 from domain.rules import GATES, Tx, handles
 from domain.state import Reservation, RoomState
+from domain.words import faction
 
 REASON = "truthtrance"
 
@@ -60,7 +62,8 @@ class TruthtranceAsked(Event):
                 "card": self.card, "question": self.question}
 
     def text(self) -> str:
-        return f"{self.asker} asked {self.target} under Truthtrance: {self.question}"
+        return (f"{faction(self.asker)} asked {faction(self.target)} under Truthtrance: "
+                f"{self.question}")
 
 
 class TruthtranceAnswered(Event):
@@ -85,9 +88,9 @@ class TruthtranceAnswered(Event):
                 "promise": self.promise}
 
     def text(self) -> str:
-        line = f"{self.target} answered {self.answer}"
+        line = f"{faction(self.target)} answered {self.answer}"
         if self.promise is not None and "box" in self.promise:
-            line += f", promising to activate {self.promise['box']}"
+            line += f", promising to activate {words.card(self.promise['box'])}"
         elif self.promise is not None:
             line += f", promising {self.promise['spice']} spice"
         return line

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from domain import fairness
+from domain import fairness, words
 from domain.actions import actions
+from domain.ambassador import PRICE
 from domain.catalog import CARDS
 from domain.errors import Rejection
 from domain.events import Event
 from domain.gifts import offer_of, offered_to
-from domain.nullentropy import candidates, check_begin, full_hand_exchange
+from domain.nullentropy import FEE, candidates, check_begin, full_hand_exchange
 from domain.responses import KINDS, waiting
 from domain.semuta import semuta_view
 from domain.state import Decision, ResponseWindow, RoomState
@@ -29,6 +30,46 @@ FULL_HAND_NOTICE = (
 )
 
 
+# What each choice does, said before it is made (the pages show these words; the rules
+# they describe live in domain/nullentropy.py, ambassador.py, responses.py, truthtrance.py).
+BOX_SAYS = (
+    f"Pay {FEE} spice to the Spice Bank to search the discard in secret for one card other "
+    "than a Box. The fee is spent as soon as the candidates are shown: a search cannot be "
+    "called off. The rest of the discard is then shuffled and the Box goes on top."
+)
+WINDOW_SAYS = {
+    "ambassador_income": (
+        f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
+        "played now cancels that income: the spice stays in the Bank. The purchase stands."),
+    "ambassador_bonus": (
+        "Harkonnen may draw one more card for this purchase. A Karama played now cancels "
+        "that bonus card. The purchase stands."),
+    "semuta": ("The holder of the Semuta Drug may take the discarded card and then discards "
+               "Semuta; anyone else can only pass."),
+    "gift": "Accepting puts the offered card in your hand; refusing leaves it with Richese.",
+}
+TRUTHTRANCE_SAYS = (
+    "A promise binds you: promised spice stays reserved, so you cannot spend it elsewhere; "
+    "a promised Box fee is paid by that Box's next search."
+)
+
+
+def decision_says(kind: str, public: dict[str, Any]) -> str | None:
+    """What an Ambassador choice does, from public facts only."""
+    if kind == "ambassador" and public.get("token") == "richese":
+        return (f"Triggering the Richese ambassador lets its beneficiary (Ecaz, or Ecaz's ally) "
+                f"buy the top Treachery card for {PRICE} spice of its own, if it has "
+                "the spice, room in hand and a card to draw. Declining leaves the token.")
+    if kind == "ambassador" and public.get("token") == "bene_gesserit":
+        return ("Triggering the Bene Gesserit ambassador lets its beneficiary use the effect "
+                "of a token from the copy pool. Declining leaves the token.")
+    if kind == "ambassador":
+        return "Triggering commits the ambassador token; declining leaves it where it is."
+    if kind == "ambassador_copy":
+        return "Choose the token whose effect the Bene Gesserit ambassador copies."
+    return None
+
+
 def card_objects(ids: Iterable[str]) -> list[dict[str, str]]:
     return [CARDS[cid].public() for cid in ids]
 
@@ -36,7 +77,10 @@ def card_objects(ids: Iterable[str]) -> list[dict[str, str]]:
 def public_decision(d: Decision | None) -> dict[str, Any] | None:
     if d is None:
         return None
-    return {"kind": d.kind, "event": d.event, "player": d.player, **d.data.get("public", {})}
+    public = d.data.get("public", {})
+    says = decision_says(d.kind, public)
+    return {"kind": d.kind, "event": d.event, "player": d.player, **public,
+            **({"says": says} if says else {})}
 
 
 def public_response(w: ResponseWindow | None, state: RoomState) -> dict[str, Any] | None:
@@ -49,7 +93,12 @@ def public_response(w: ResponseWindow | None, state: RoomState) -> dict[str, Any
         passes = [f for f in w.data.get("passed", []) if f not in w.data.get("hidden_passes", [])]
     return {"kind": w.kind, "event": w.event, "passes": list(passes),
             "waiting": waiting(state, w) if w.kind in KINDS else [],
-            "deadline": w.deadline, **w.data.get("public", {})}
+            "deadline": w.deadline,
+            # The room's length of a window (a layout field): a countdown never shows more.
+            "seconds": state.response_seconds if w.deadline else None,
+            "name": words.window(w.kind)[:1].upper() + words.window(w.kind)[1:],
+            "says": WINDOW_SAYS.get(w.kind),
+            **w.data.get("public", {})}
 
 
 def _common(state: RoomState) -> dict[str, Any]:
@@ -66,7 +115,7 @@ def _common(state: RoomState) -> dict[str, Any]:
         "response": public_response(state.control.response or offer_of(state), state),
         "search": _public_search(state),
         "ambassador": _public_ambassador(state),
-        "truthtrance": _public_part(state.truthtrance),
+        "truthtrance": _truthtrance(state),
         "semuta": semuta_view(state, None),
         "fairness": fairness.view(state),
         "ended": False if state.ended is None else state.ended,
@@ -106,6 +155,11 @@ def _public_entry(state: RoomState, entry: dict[str, Any] | None) -> dict[str, A
     }
 
 
+def _truthtrance(state: RoomState) -> dict[str, Any] | None:
+    part = _public_part(state.truthtrance)
+    return None if part is None else {**part, "says": TRUTHTRANCE_SAYS}
+
+
 def _public_part(part: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if part is None else dict(part.get("public", {}))
 
@@ -134,6 +188,7 @@ def nullentropy_control(state: RoomState, faction: str) -> dict[str, Any] | None
     control: dict[str, Any] = {
         "card": CARDS[box].public(),
         "blocked": blocked,
+        "says": BOX_SAYS,
         "full_hand_exchange": exchange,
         "search": None if search is None else {
             "event": search.event,

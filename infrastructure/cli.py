@@ -448,7 +448,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
               file=sys.stderr)
     environment(url)  # a bad URL is a usage error now, not a crash inside the server
     check_listen(args.host, args.port)
-    serve(url, args.host, args.port, args.workers)
+    serve(url, args.host, args.port, args.workers, worker=not args.no_worker)
     return 0
 
 
@@ -734,7 +734,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "dune-ledger.key)")
         kp.set_defaults(fn=cmd_keys)
 
-    serve = command(sub, "serve", "serve the HTTP API (uvicorn)",
+    serve = command(sub, "serve", "serve the HTTP API (uvicorn) and the pages, and do the "
+                    "worker's duties unless --no-worker",
                     "dune-ledger serve", "dune-ledger serve --port 8080 --workers 2")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (an address other than loopback needs "
@@ -742,6 +743,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=port_number, default=8000, help="port to listen on")
     serve.add_argument("--workers", type=at_least_one, default=1, metavar="N",
                        help="uvicorn worker processes, all on the same storage")
+    serve.add_argument("--no-worker", action="store_true",
+                       help="leave window deadlines, autopilot seats and read models to "
+                            "a separate `dune-ledger worker`")
     serve.set_defaults(fn=cmd_serve)
 
     table = command(sub, "table", "create the demo room, serve it and print its seat pages",

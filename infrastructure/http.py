@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import os
 import re
@@ -49,7 +50,7 @@ from infrastructure import observability
 from infrastructure.page import router as page_router
 from infrastructure.storage import UsageError
 from infrastructure.strict_json import JSONInputError, loads
-from infrastructure.watch import RoomWatch, canonical, configured_streams_per_client
+from infrastructure.watch import PUBLIC, RoomWatch, canonical, configured_streams_per_client
 
 log = logging.getLogger("dune_ledger.http")
 
@@ -589,6 +590,8 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         # Bounded like a read: a store that does not answer gets 503 within 2 s. The
         # command may still be applied if the store comes back: retry with its command_id.
         result = await bounded(app().execute, room, seat, raw)
+        if result["ok"] and "watch" in state:
+            state["watch"].wake.set()  # this process's streams see it without a poll's wait
         return result_response(result)
 
     @api.get("/rooms/{room}/view", summary="the token's seat view (ETag: the version)",
@@ -611,11 +614,11 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
 
     @api.get("/rooms/{room}/log", summary="public log entries after `after` (all without it)",
              response_model=list[m.LogEntry], responses=errors,
-             openapi_extra={"security": SEAT})
+             openapi_extra={"security": [*SEAT, {"spectatorToken": []}]})
     async def get_log(room: str, request: Request,
                       after: int = Query(0, ge=0, le=2**62, description="the last seq seen")
                       ) -> Response:
-        await seat_of(request, room)
+        await seat_or_spectator(request, room)  # the public log: the spectator's too
         return JSONResponse(await bounded(app().public_log, room, after))
 
     starting = asyncio.Lock()
@@ -635,10 +638,12 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
                  "text/event-stream": {"schema": {
                      "type": "string", "description": "`event: view`, `id: VERSION`, "
                      "`data:` the seat's view (SeatView) as JSON; `: ping` every 15 s"}}}}},
-             openapi_extra={"security": [*SEAT, {"queryToken": []}]})
+             openapi_extra={"security": [*SEAT, {"spectatorToken": []}, {"queryToken": []}]})
     async def get_stream(room: str, request: Request,
                          token: str | None = Query(None, description="a seat token, for "
-                                                   "EventSource (prefer the header)")
+                                                   "EventSource (prefer the header)"),
+                         presence: bool = Query(False, description="also `event: presence`: "
+                                                "{faction: open pages} when it changes")
                          ) -> Response:
         """Server-Sent Events: one `view` event (`id:` the version) each time the seat's
         view changes, a keep-alive comment every 15 s; `Last-Event-ID` resumes. The
@@ -648,10 +653,13 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         # Checked against the room as stored, never a cache older than its last change:
         # a token reissued by another process a moment ago opens nothing.
         seat, checked = await bounded(tokens().stored_seat, room, given)
-        if seat is None:
-            raise wrong_tokens.wrong(client(request), canonical(room),
-                                     "that token is not a seat token of this room")
         key, digest, who = canonical(room), token_hash(given), client(request)
+        if seat is None:
+            # A spectator token streams the public view (its row in the read models); it
+            # is never reissued.
+            if not await bounded(tokens().spectator, room, given):
+                raise wrong_tokens.wrong(who, key, "that token is not a token of this room")
+            seat = PUBLIC
         if streams.by_token[digest] >= STREAMS_PER_TOKEN:
             raise Refused("too_many_streams", f"at most {STREAMS_PER_TOKEN} open streams a "
                           "token: close one first", headers={"Retry-After": "5"})
@@ -662,10 +670,11 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
             sent = int(request.headers.get("last-event-id", "0") or 0)
         except ValueError:
             sent = 0
+        seated = None if seat == PUBLIC else seat
         streams.opened(digest, who)
         try:
             watching = await watch()
-            watched = await watching.join(key)
+            watched = await watching.join(key, seated)
         except BaseException:
             streams.closed(digest, who)
             raise
@@ -673,11 +682,23 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         def revoked() -> bool:
             """The seat's token as the follower last read it from the store, once that
             read is no older than the open's own check."""
-            return watched.hashes_at >= checked and \
+            return seated is not None and watched.hashes_at >= checked and \
                 not same_secret(watched.hashes.get(seat, ""), digest)
+
+        async def still_valid() -> bool:
+            """The keep-alive's check of the token against the room as stored, should the
+            follower have missed a change."""
+            if seated is None:
+                return True
+            try:
+                still, _ = await bounded(tokens().stored_seat, key, given)
+            except Refused:
+                return False  # the store cannot say: the client reconnects
+            return still == seat
 
         async def views() -> AsyncIterator[dict[str, str] | ServerSentEvent]:
             nonlocal sent
+            told = -1  # the presence count last told (with ?presence=1)
             try:
                 while not revoked():
                     signal = watched.changed
@@ -686,20 +707,19 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
                         sent = row[0]
                         yield {"event": "view", "id": str(sent), "data": row[1]}
                         continue
+                    if presence and watched.presence != told:  # after the view: the seats
+                        told = watched.presence
+                        yield {"event": "presence",
+                               "data": json.dumps(dict(sorted(watched.present.items())))}
+                        continue
                     try:
                         await asyncio.wait_for(signal.wait(), KEEPALIVE)
                     except TimeoutError:
-                        # The keep-alive: the token is checked against the room as
-                        # stored, should the follower have missed a change.
-                        try:
-                            still, _ = await bounded(tokens().stored_seat, key, given)
-                        except Refused:
-                            return  # the store cannot say: the client reconnects
-                        if still != seat:
+                        if not await still_valid():
                             return
                         yield ServerSentEvent(comment="ping")
             finally:
-                watching.leave(key)
+                watching.leave(key, seated)
                 streams.closed(digest, who)
 
         return EventSourceResponse(views(), ping=0)
@@ -863,12 +883,15 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def serve(url: str | None, host: str, port: int, workers: int = 1) -> None:
-    """Run the API. UsageError (exit 2, one line) for a bad or unsafe host; StoreDown
+def serve(url: str | None, host: str, port: int, workers: int = 1, *,
+          worker: bool = True) -> None:
+    """Run the API, and the worker's duties in a thread unless `worker` is False
+    (`--no-worker`). UsageError (exit 2, one line) for a bad or unsafe host; StoreDown
     (a UsageError) when the store does not answer."""
     import uvicorn
 
     from infrastructure.storage import open_rooms
+    from infrastructure.worker import Background
 
     check_host(host)
     # A dead store answers 503 within 2 s: a pooled connection is waited for, and a
@@ -885,14 +908,20 @@ def serve(url: str | None, host: str, port: int, workers: int = 1) -> None:
     except StoreDown:
         rooms.close()
         raise
-    if workers > 1:
-        rooms.close()
-        if url:
-            os.environ["DUNE_LEDGER_DB"] = url
-        uvicorn.run("infrastructure.http:app_from_env", factory=True, host=host, port=port,
-                    workers=workers)
-        return
+    # One worker thread per `serve`, however many uvicorn processes: memory:// shares the
+    # serving app's store, any other store gets the worker's own connections.
+    shared = rooms if (url or "").startswith("memory:") else None
+    background = Background(url, shared).start() if worker else None
     try:
+        if workers > 1:
+            rooms.close()
+            if url:
+                os.environ["DUNE_LEDGER_DB"] = url
+            uvicorn.run("infrastructure.http:app_from_env", factory=True, host=host,
+                        port=port, workers=workers)
+            return
         uvicorn.run(create_app(rooms), host=host, port=port)
     finally:
+        if background is not None:
+            background.stop()
         rooms.close()

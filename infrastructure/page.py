@@ -14,19 +14,35 @@ access log.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
+
+from domain.words import FACTIONS
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
+FACTIONS_JSON = json.dumps(FACTIONS)  # the game's names, one source for every page
 
 # The only files /static/page/ serves: no directory is exposed.
-STATIC = {"page.js": "text/javascript", "page.css": "text/css"}
+STATIC = {"page.js": "text/javascript", "host.js": "text/javascript", "page.css": "text/css"}
+# The layouts the host page offers to start from (a source checkout's examples/).
+EXAMPLES = HERE.parent / "examples"
+
+
+def examples() -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for path in sorted(EXAMPLES.glob("*.json")) if EXAMPLES.is_dir() else []:
+        try:
+            found[path.stem] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # an example that does not read is not offered
+    return found
 
 
 def frame_ancestors() -> str:
@@ -52,12 +68,51 @@ def security_headers() -> dict[str, str]:
 router = APIRouter()
 
 
-# A page, not part of the API: the OpenAPI document describes the JSON routes it uses.
-@router.get("/play/{room}", response_class=HTMLResponse, include_in_schema=False)
-async def play(room: str, request: Request) -> Response:
-    response = templates.TemplateResponse(request, "play.html", {"room": room})
+# The seat page and the spectator page are one template: the spectator's is the
+# public view (no `me`, no actions), read with the room's spectator token.
+PAGES = {
+    "play": {"title": "Dune table", "ask": "Take your seat", "token_label": "Seat token",
+             "open": "Open my seat", "leave": "Leave this seat", "seats_title": "The other seats"},
+    "watch": {"title": "Watching a Dune table", "ask": "Watch this table",
+              "token_label": "Spectator token", "open": "Watch", "leave": "Stop watching",
+              "seats_title": "The seats"},
+}
+
+
+def page(request: Request, template: str, context: dict[str, Any]) -> Response:
+    response = templates.TemplateResponse(request, template, context)
     response.headers.update(security_headers())
     return response
+
+
+# Pages, not part of the API: the OpenAPI document describes the JSON routes they use.
+@router.get("/play/{room}", response_class=HTMLResponse, include_in_schema=False)
+async def play(room: str, request: Request) -> Response:
+    return page(request, "play.html", {"room": room, "mode": "play", "factions": FACTIONS_JSON,
+                                       **PAGES["play"]})
+
+
+@router.get("/watch/{room}", response_class=HTMLResponse, include_in_schema=False)
+async def watch(room: str, request: Request) -> Response:
+    return page(request, "play.html", {"room": room, "mode": "watch", "factions": FACTIONS_JSON,
+                                       **PAGES["watch"]})
+
+
+# The host page: the operator's desk over the operator routes (GET/POST /rooms, token
+# reissue). It holds no room data: the browser asks for it with the operator token.
+@router.get("/host", response_class=HTMLResponse, include_in_schema=False)
+async def host(request: Request) -> Response:
+    return page(request, "host.html", {"factions": FACTIONS_JSON,
+                                       "examples": list(examples())})
+
+
+@router.get("/host/examples/{name}", include_in_schema=False)
+async def example(name: str) -> Response:
+    layouts = examples()
+    if name not in layouts:
+        return JSONResponse({"ok": False, "version": 0, "error": {
+            "code": "not_found", "message": f"no example layout {name!r}"}}, status_code=404)
+    return JSONResponse(layouts[name], headers={"Cache-Control": "no-cache"})
 
 
 @router.api_route("/static/page/{name}", methods=["GET", "HEAD"], include_in_schema=False)
@@ -88,6 +143,7 @@ def serve_table(url: str | None, host: str, port: int) -> int:
     from infrastructure.demo import BOX_LAYOUT
     from infrastructure.http import create_app
     from infrastructure.storage import open_rooms
+    from infrastructure.worker import Background
 
     with open_rooms(url) as rooms:
         created = rooms.create_room(BOX_LAYOUT)
@@ -99,5 +155,11 @@ def serve_table(url: str | None, host: str, port: int) -> int:
         print("\nOpen one address per player (each in its own tab: the token is kept per tab),")
         print(f"or open {base}/play/{created['room']} and paste that seat's token.")
         print("The tokens are shown once, here. Ctrl-C stops the server.\n", flush=True)
-        uvicorn.run(create_app(rooms), host=host, port=port)
+        # The worker's duties too (deadlines, autopilot seats), as `serve` does.
+        shared = rooms if (url or "").startswith("memory:") else None
+        background = Background(url, shared).start()
+        try:
+            uvicorn.run(create_app(rooms), host=host, port=port)
+        finally:
+            background.stop()
     return 0

@@ -51,6 +51,20 @@ class Watched:
     hashes_at: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     streams: int = 0
+    # Presence (public: whether someone has a seat's page open, not what it holds): the
+    # open streams of each seat in this process, and a count of its changes.
+    present: dict[str, int] = field(default_factory=dict)
+    presence: int = 0
+
+    def seen(self, seat: str | None, step: int) -> None:
+        if seat is None:
+            return
+        self.present[seat] = self.present.get(seat, 0) + step
+        if self.present[seat] <= 0:
+            del self.present[seat]
+        self.presence += 1
+        signal, self.changed = self.changed, asyncio.Event()
+        signal.set()
 
 
 class RoomWatch:
@@ -60,33 +74,40 @@ class RoomWatch:
         self.rooms: dict[str, Watched] = {}
         self.lock = threading.Lock()
         self.stopped = threading.Event()
+        # Set by a command this process just appended: the follower looks at once rather
+        # than at its next poll (SQLite and memory; PostgreSQL wakes on NOTIFY).
+        self.wake = threading.Event()
         self.cursor = int(app.recorder.max_notification_id() or 0)
         self.thread = threading.Thread(target=self._follow, name="room-watch", daemon=True)
         self.thread.start()
 
     # --- on the event loop ---------------------------------------------------------------
 
-    async def join(self, room: str) -> Watched:
-        """Start watching `room` (its canonical id) for one more stream."""
+    async def join(self, room: str, seat: str | None = None) -> Watched:
+        """Start watching `room` (its canonical id) for one more stream (of `seat`, for
+        presence; None for a spectator)."""
         watched = self.rooms.get(room)
         if watched is None:
             watched = Watched()
             self.rooms[room] = watched
             await asyncio.to_thread(self._refresh, [room])
         watched.streams += 1
+        watched.seen(seat, +1)
         observability.stream_opened()
         return watched
 
-    def leave(self, room: str) -> None:
+    def leave(self, room: str, seat: str | None = None) -> None:
         watched = self.rooms.get(room)
         if watched is not None:
             watched.streams -= 1
+            watched.seen(seat, -1)
             observability.stream_closed()
             if watched.streams <= 0:
                 del self.rooms[room]
 
     def close(self) -> None:
         self.stopped.set()
+        self.wake.set()
         self.thread.join(timeout=5)
 
     def _publish(self, room: str, version: int, views: dict[str, tuple[int, str]],
@@ -123,7 +144,8 @@ class RoomWatch:
         recorder = self.app.recorder
         if not isinstance(recorder, PostgresApplicationRecorder):
             def poll() -> None:
-                self.stopped.wait(POLL)
+                self.wake.wait(POLL)
+                self.wake.clear()
             return poll
         return PgWake(recorder, self.stopped)
 

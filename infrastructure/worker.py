@@ -20,6 +20,14 @@ finds the rooms where an autopilot seat is asked for something through the
 read models' index (`dl_autopilot_rooms`) and loads only those, and each
 projector keeps at most `DUNE_LEDGER_PROJECTION_CACHE` room states in memory
 (an evicted room is read back from its projection's room table).
+
+`dune-ledger serve` runs this same loop in a thread of its own (`in_background`)
+unless `--no-worker`, so one `serve` is a whole deployment. Several serve
+processes and workers on one store never close a window twice or act twice
+for an autopilot seat: a deadline's command id is `deadline:<event>` and an
+autopilot's is `autopilot:<profile>:<version>` with `expected_version`, so the
+store's compare-and-set on the room's version lets one of them append and the
+others find the command done or the room moved on.
 """
 
 from __future__ import annotations
@@ -179,3 +187,35 @@ def run_worker(url: str, interval: float, once: bool, *,
         stopping.wait(pause)
         pause = min(pause * 2, backoff[1])
     return 0
+
+
+class Background:
+    """The worker's loop in a daemon thread of the serving process; `stop()` ends it."""
+
+    def __init__(self, url: str | None, app: RoomsApp | None = None,
+                 interval: float = 0.5) -> None:
+        self.stopping = threading.Event()
+        if app is not None:  # memory://: the worker must share the serving app's store
+            worker = Worker(app, interval=interval)
+            worker.stopping = self.stopping
+            target: Callable[[], Any] = worker.run
+        else:
+            def target() -> Any:
+                return run_worker(url or "", interval, once=False, stopping=self.stopping)
+        self.thread = threading.Thread(target=self._run, args=(target,), daemon=True,
+                                       name="dune-ledger-worker")
+
+    def _run(self, target: Callable[[], Any]) -> None:
+        try:
+            target()
+        except Exception as e:  # the API goes on serving; the log says the worker stopped
+            log.error("the worker stopped: %s", " ".join(str(e).split())[:200]
+                      or type(e).__name__)
+
+    def start(self) -> Background:
+        self.thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stopping.set()
+        self.thread.join(timeout)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.views import public_view, seat_view
+from domain.views import WINDOW_SAYS, public_view, seat_view
 from tests.rules_support import (
     BOX,
     close_search,
@@ -53,6 +53,8 @@ def test_offer_commits_the_card_and_shows_it_only_to_the_two_seats():
     for view in (seat_view(state, "harkonnen"), public_view(state)):
         assert view["response"] == {"kind": "gift", "event": w.event, "passes": [],
                                     "waiting": ["emperor"], "deadline": None,
+                                    "seconds": None, "name": "A gift from Richese",
+                                    "says": WINDOW_SAYS["gift"],
                                     "giver": "richese", "to": "emperor"}
         assert "crysknife" not in str(view)
     assert "crysknife" not in str(tx.events[0].public())

@@ -37,8 +37,29 @@ def test_the_page_is_the_same_for_every_visitor_and_holds_no_seat_data() -> None
         assert odd.status_code == 200 and "<script>alert" not in odd.text
 
 
+def test_the_spectator_and_host_pages_hold_no_room_data_and_the_same_policy() -> None:
+    with open_rooms("memory://") as rooms, TestClient(create_app(rooms, admin_token="x")) as client:
+        created = rooms.create_room(layout())
+        room = created["room"]
+        for path in (f"/watch/{room}", "/host"):
+            served = client.get(path)
+            assert served.status_code == 200, path
+            policy = served.headers["content-security-policy"]
+            assert "script-src 'self'" in policy and "unsafe" not in policy
+            assert served.headers["cache-control"] == "no-store"
+            assert created["spectator"] not in served.text
+            for cid in ("nullentropy-box", "crysknife", "karama-1"):
+                assert cid not in served.text
+        # Only the shipped examples are offered, as they are in examples/.
+        box = client.get("/host/examples/box")
+        assert box.status_code == 200 and box.json()["seats"]
+        assert client.get("/host/examples/..%2Fpyproject").status_code == 404
+        assert client.get("/host/examples/nothing").json()["error"]["code"] == "not_found"
+
+
 def test_static_files_are_the_two_shipped_and_nothing_else() -> None:
     with open_rooms("memory://") as rooms, TestClient(create_app(rooms, admin_token="")) as client:
+        assert client.get("/static/page/host.js").status_code == 200
         js = client.get("/static/page/page.js")
         css = client.get("/static/page/page.css")
         assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")

@@ -61,8 +61,9 @@ BOX_FULL_HAND: dict[str, Any] = {
 class Server:
     """`dune-ledger serve` on one port and one SQLite file; killed and started again at will."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, env: dict[str, str] | None = None) -> None:
         self.url = f"sqlite:///{db}"
+        self.env = env or {}
         self.log = db.with_suffix(".log")  # the server's output, access log included
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -70,6 +71,7 @@ class Server:
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
+        env.update(self.env)
         with self.log.open("ab") as out:  # the child keeps its own copy of the file
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "infrastructure.cli", "--db", self.url, "serve",
@@ -90,7 +92,9 @@ class Server:
         self.proc = None
 
     def create(self, layout: dict[str, Any]) -> dict[str, Any]:
-        r = httpx.post(f"{self.base}/rooms", json=layout)
+        admin = self.env.get("DUNE_LEDGER_ADMIN_TOKEN")
+        r = httpx.post(f"{self.base}/rooms", json=layout,
+                       headers={"Authorization": f"Bearer {admin}"} if admin else {})
         assert r.status_code == 201, r.text
         created: dict[str, Any] = r.json()
         return created
@@ -151,8 +155,7 @@ class Seat:
         """Wait until the page shows the version the server holds now."""
         version = self.view()["version"]
         self.page.wait_for_function(
-            "v => (document.getElementById('where').textContent || '')"
-            ".endsWith('version ' + v)", arg=version)
+            "v => document.getElementById('table').dataset.version === String(v)", arg=version)
         self.page.wait_for_function(
             "n => document.querySelectorAll('#log-body li').length >= n",
             arg=len(self.server.get(f"/rooms/{self.room}/log", self.token)))
@@ -229,7 +232,7 @@ def test_paid_search_owner_and_opponent(browser: Any, server: Server) -> None:
         assert begin.is_enabled()
         assert owner.page.is_visible("#full-hand-notice")
         assert "Provisional" in owner.page.inner_text("#full-hand-notice")
-        assert owner.page.inner_text("#my-spice") == "10"
+        assert owner.page.inner_text("#my-spice") == "10 spice"
         assert not opponent.page.is_visible("#box")  # no Box, no Box control
         opponent.assert_holds_nothing_hidden(expansions)
         owner.shot("search", "1-before")
@@ -245,8 +248,8 @@ def test_paid_search_owner_and_opponent(browser: Any, server: Server) -> None:
             "#candidates li", "els => els.map(e => e.dataset.card)")
         assert sorted(candidates) == ["baliset", "maula-pistol", "shield-1", "snooper-3"]
         assert owner.page.is_visible("#full-hand-notice")  # during the search too
-        assert owner.page.inner_text("#my-spice") == "8"
-        assert "richese paid for a Box search" in opponent.page.inner_text("#box")
+        assert owner.page.inner_text("#my-spice") == "8 spice"
+        assert "Richese paid for a Box search" in opponent.page.inner_text("#box")
         hidden = opponent.assert_holds_nothing_hidden(expansions)
         # The check means something: the pile below its top is hidden from the Emperor.
         assert {"shield-1", "maula-pistol", "baliset"} <= hidden
@@ -277,7 +280,7 @@ def test_paid_search_owner_and_opponent(browser: Any, server: Server) -> None:
 
         # The stream's ?token= never reaches the access log.
         logged = server.log.read_text()
-        assert "/stream?token=[redacted]" in logged
+        assert "/stream?presence=1&token=[redacted]" in logged
         assert not [seat for seat, token in tokens.items() if token in logged]
     finally:
         owner.close()
@@ -330,7 +333,7 @@ def test_restart_mid_search_reconnects_with_the_search_open(browser: Any,
         assert owner.page.evaluate("() => window.sameDocument === true")  # no reload
         assert owner.view()["version"] == version
         assert owner.page.eval_on_selector_all("#candidates li", "els => els.length") == 4
-        assert owner.page.inner_text("#my-spice") == "8"  # no second fee
+        assert owner.page.inner_text("#my-spice") == "8 spice"  # no second fee
         owner.shot("restart", "2-reconnected")
 
         owner.button("Take Baliset").click()
@@ -367,8 +370,7 @@ def answer_window(seats: dict[str, Seat], server: Server, journey: str, step: st
         before = seat.view()["version"]
         seat.button("Pass").click()
         seat.page.wait_for_function(
-            "v => Number((document.getElementById('where').textContent.match(/version (\\d+)$/)"
-            " || [0, 0])[1]) > v", arg=before)
+            "v => Number(document.getElementById('table').dataset.version) > v", arg=before)
     return window
 
 
@@ -396,7 +398,7 @@ def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
             seat.settled()
             seat.assert_holds_nothing_hidden(expansions)
 
-        ecaz.button("Trigger it for harkonnen").click()
+        ecaz.button("Trigger it for Harkonnen").click()
         ecaz.page.wait_for_function(
             "() => document.getElementById('ambassador-stage-name').textContent === 'income'")
         income = answer_window(seats, server, "ambassador", "2-income", expansions)
@@ -448,7 +450,7 @@ def test_truthtrance_answer_with_a_promise_and_the_gift_answer(browser: Any,
     try:
         # The Emperor asks in its own words; markup in them stays text.
         question = "Will you <b>search</b> the discard this turn?"
-        form = emperor.page.locator("form.free", has_text="Ask richese a Truthtrance question")
+        form = emperor.page.locator("form.free", has_text="Ask Richese a Truthtrance question")
         # A rejected command shows the server's message and code, never a stack.
         before = emperor.view()["version"]
         form.get_by_label("question").fill("   ")
@@ -476,7 +478,7 @@ def test_truthtrance_answer_with_a_promise_and_the_gift_answer(browser: Any,
         assert richese.view()["me"]["reserved"] == 2
         richese.shot("truthtrance", "2-answered")
 
-        richese.button("Offer Crysknife to emperor").click()
+        richese.button("Offer Crysknife to Emperor").click()
         emperor.page.wait_for_selector("#gift:not([hidden])")
         for seat in seats.values():
             seat.settled()
@@ -515,8 +517,8 @@ def test_autopilot_on_with_a_profile_and_off(browser: Any, server: Server) -> No
         assert harkonnen.page.evaluate("() => document.activeElement.textContent") == \
             "Switch to this profile"
         emperor.page.wait_for_function(
-            "() => document.querySelector('tr[data-seat=harkonnen] td:last-child')"
-            ".textContent === 'hard'")
+            "() => document.querySelector('[data-seat=harkonnen] .seat-autopilot')"
+            ".textContent === 'autopilot hard'")
         assert harkonnen.view()["me"]["autopilot"] == "hard"
         harkonnen.shot("autopilot", "1-on")
         harkonnen.button("Turn autopilot off").click()

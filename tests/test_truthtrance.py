@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.views import public_view, seat_view
+from domain.views import TRUTHTRANCE_SAYS, public_view, seat_view
 from tests.rules_support import (
     BOX,
     assert_lock_round_trip,
@@ -47,7 +47,8 @@ def test_asking_discards_the_card_and_publishes_the_question():
     for view in (public_view(after), seat_view(after, "harkonnen"), seat_view(after, "richese")):
         assert view["truthtrance"] == {"event": after.truthtrance["event"], "asker": "emperor",
                                        "target": "richese", "card": TT,
-                                       "question": "Will you search the pile?"}
+                                       "question": "Will you search the pile?",
+                                       "says": TRUTHTRANCE_SAYS}
     log = tx.events[-1].public()
     assert log["question"] == "Will you search the pile?"
 

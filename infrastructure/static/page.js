@@ -7,8 +7,17 @@
 
   const root = document.getElementById('table');
   const room = root.dataset.room;
-  const KEY = 'dune-ledger:token:' + room;
+  // 'play': one seat's view and its actions; 'watch': the public view, for spectators.
+  const watching = root.dataset.mode === 'watch';
+  const KEY = 'dune-ledger:' + (watching ? 'spectator:' : 'token:') + room;
   const base = '/rooms/' + encodeURIComponent(room);
+  // The factions as the game writes them (domain/words.py); each colour is in page.css.
+  const FACTIONS = JSON.parse(root.dataset.factions || '{}');
+  const fname = (f) => FACTIONS[f] || f;
+  const who = (f) => (view && f === view.seat ? 'you' : fname(f));
+  const PHASES = { 1: 'Storm', 2: 'Spice Blow and Nexus', 3: 'CHOAM Charity', 4: 'Bidding',
+    5: 'Revival', 6: 'Shipment and Movement', 7: 'Battle', 8: 'Spice Collection',
+    9: 'Mentat Pause' };
   const PROFILES = ['easy', 'medium', 'hard', 'brutal'];
   const BLOCKED = {
     locked: 'a search is already open',
@@ -31,6 +40,8 @@
   let clockOffset = 0; // server clock minus this browser's, from the Date header
   let countdown = null;
   let stopped = false;
+  let unreachable = false; // the banner says the server does not answer
+  const mine = []; // my log: what happened to me, from my own views one after another
 
   const $ = (id) => document.getElementById(id);
 
@@ -69,8 +80,10 @@
         headers: { Authorization: 'Bearer ' + token, ...(options.headers || {}) },
       });
     } catch (e) {
-      throw new Failure('The server does not answer.');
+      throw new Failure('The server does not answer.', { code: 'unreachable' });
     }
+    // An answer: a banner saying the server does not answer is stale now.
+    if (unreachable) clearError();
     const date = Date.parse(response.headers.get('Date') || '');
     if (!Number.isNaN(date)) clockOffset = date - Date.now();
     let body = null;
@@ -101,6 +114,10 @@
   // the same key, when there still is one.
   let refocus = null;
 
+  // After a command, the focus goes to the next thing to do (nextFocus), unless the
+  // control pressed is still there (a profile switch).
+  let nextFocus = false;
+
   async function send(command, button) {
     clearError();
     if (button) {
@@ -113,15 +130,17 @@
         headers: { 'Content-Type': 'application/json' },
         body: JSON.stringify({ ...command, command_id: newCommandId() }),
       });
+      nextFocus = true;
       if (view === null || result.version > view.version) await refresh();
+      else render();
     } catch (e) {
-      showError(e.message);
+      showError(e.message, e.code);
       if (button) button.disabled = false;
     }
   }
 
   async function refresh() {
-    apply(await call(base + '/view'));
+    apply(await call(base + (watching ? '/public' : '/view')));
   }
 
   async function loadLog() {
@@ -130,8 +149,7 @@
     for (const entry of entries) {
       if (entry.seq <= lastSeq) continue;
       lastSeq = entry.seq;
-      list.append(h('li', { 'data-seq': entry.seq, value: entry.seq },
-        h('span', { class: 'seq', text: 'v' + entry.version }), ' ', entry.text));
+      list.append(h('li', { 'data-seq': entry.seq, value: entry.seq }, entry.text));
     }
     while (list.children.length > 300) list.firstElementChild.remove();
     list.scrollTop = list.scrollHeight;
@@ -144,20 +162,28 @@
     if (stopped) return;
     if (source) source.close();
     let delivered = false;
-    const es = new EventSource(base + '/stream?token=' + encodeURIComponent(token));
+    const es = new EventSource(base + '/stream?presence=1&token=' + encodeURIComponent(token));
+    presence = null;
     source = es;
     es.addEventListener('view', (event) => {
       delivered = true;
       retry = 0;
       failedStreams = 0;
       setStatus('Live');
+      if (unreachable) clearError();
       apply(JSON.parse(event.data));
+    });
+    // Who has each seat open now (public): the server counts the open streams.
+    es.addEventListener('presence', (event) => {
+      presence = JSON.parse(event.data);
+      if (view) renderOthers();
     });
     // A reconnect resumes from Last-Event-ID, and the server sends nothing until the view
     // changes: so an open connection is news enough, and one read makes sure of the view.
     es.onopen = () => {
       retry = 0;
       setStatus('Live');
+      if (unreachable) clearError();
       refresh().catch((e) => (e.fatal ? stop(e.message) : null));
     };
     es.onerror = () => {
@@ -214,7 +240,9 @@
     view = null;
     shown = '';
     lastSeq = 0;
+    mine.length = 0;
     $('log-body').replaceChildren();
+    $('mylog-body').replaceChildren();
     showError(message);
     showTokenForm();
   }
@@ -225,18 +253,21 @@
     $('status').textContent = text;
   }
 
-  function showError(message) {
+  function showError(message, code) {
     const el = $('error');
     el.textContent = message;
     el.hidden = false;
+    unreachable = code === 'unreachable';
   }
 
   function clearError() {
     $('error').hidden = true;
     $('error').textContent = '';
+    unreachable = false;
   }
 
   let shown = '';
+  let presence = null; // {faction: open pages}
 
   function apply(next) {
     if (!next || (view && next.version < view.version)) return;
@@ -244,15 +275,35 @@
     if (text === shown) return; // the same view again (a poll, a reconnect): keep the screen
     shown = text;
     const changed = !view || next.version !== view.version;
+    if (view && view.me && next.me) remember(view, next);
     view = next;
     render();
     if (changed) loadLog().catch((e) => showError(e.message));
   }
 
+  // My log: what changed in my own hand and spice between two of my views, in words.
+  function remember(before, after) {
+    const had = new Map(before.me.hand.map((c) => [c.id, c]));
+    const has = new Map(after.me.hand.map((c) => [c.id, c]));
+    const lines = [];
+    for (const [id, c] of has) if (!had.has(id)) lines.push(`You took ${c.name}.`);
+    for (const [id, c] of had) if (!has.has(id)) lines.push(`${c.name} left your hand.`);
+    const paid = before.me.spice - after.me.spice;
+    if (paid > 0) lines.push(`You paid ${paid} spice (${after.me.spice} left).`);
+    if (paid < 0) lines.push(`You received ${-paid} spice (${after.me.spice} now).`);
+    const known = new Set((before.receipts || []).map((r) => r.event));
+    for (const r of after.receipts || []) {
+      if (!known.has(r.event)) lines.push(`You bought ${cardName(r.card, after)} for ${r.amount} spice.`);
+    }
+    for (const text of lines) mine.push({ version: after.version, text });
+    while (mine.length > 200) mine.shift();
+  }
+
   const actions = (type) => (view.actions || []).filter((a) => a.type === type);
-  const cardName = (id) => {
-    const all = [...view.me.hand, ...(view.nullentropy && view.nullentropy.search
-      && view.nullentropy.search.cards || []), ...(view.semuta && view.semuta.cards || [])];
+  const cardName = (id, v = view) => {
+    if (!v.me) return id;
+    const all = [...v.me.hand, ...(v.nullentropy && v.nullentropy.search
+      && v.nullentropy.search.cards || []), ...(v.semuta && v.semuta.cards || [])];
     const found = all.find((c) => c.id === id);
     return found ? found.name : id;
   };
@@ -271,17 +322,45 @@
     $(id).hidden = body.childElementCount === 0;
   }
 
-  function cardItem(card) {
-    return h('li', { class: 'card cat-' + card.category, 'data-card': card.id },
-      h('span', { class: 'name', text: card.name }),
-      h('span', { class: 'cat', text: card.category }));
+  // A card's mark, drawn here (inline SVG, no file): a blade, a shield, a star, a
+  // broken ring.
+  const SVG = 'http://www.w3.org/2000/svg';
+  const MARKS = {
+    weapon: 'M12 2l2 3v9h-4V5zM7 15h10v2h-3v3l-2 2-2-2v-3H7z',
+    defense: 'M12 2l8 3v6c0 5-3.5 9-8 11-4.5-2-8-6-8-11V5z',
+    special: 'M12 2l2.9 6.3 6.9.7-5.2 4.6 1.5 6.8L12 17l-6.1 3.4 1.5-6.8L2.2 9l6.9-.7z',
+    worthless: 'M12 3a9 9 0 1 0 0 18 9 9 0 0 0 0-18zm0 3a6 6 0 0 1 4.9 9.5L8.5 7.1A6 6 0 0 1 12 6zm-4.9 2.5 8.4 8.4A6 6 0 0 1 7.1 8.5z',
+  };
+
+  function mark(category) {
+    const svg = document.createElementNS(SVG, 'svg');
+    svg.setAttribute('viewBox', '0 0 24 24');
+    svg.setAttribute('class', 'mark');
+    svg.setAttribute('aria-hidden', 'true');
+    svg.setAttribute('focusable', 'false');
+    const path = document.createElementNS(SVG, 'path');
+    path.setAttribute('d', MARKS[category] || MARKS.special);
+    svg.append(path);
+    return svg;
   }
+
+  function cardTile(card, tag = 'li', ...extra) {
+    return h(tag, { class: 'card cat-' + card.category, 'data-card': card.id },
+      mark(card.category),
+      h('span', { class: 'name', text: card.name }),
+      h('span', { class: 'cat', text: card.category }), ...extra);
+  }
+
+  const faction = (f, tag = 'span') => h(tag, { class: 'faction f-' + f, 'data-faction': f },
+    fname(f));
+  const spice = (n, id) => h('span', { class: 'spice', id: id || null },
+    h('span', { class: 'spice-token', 'aria-hidden': 'true' }), `${n} spice`);
 
   function render() {
     // Keep the keyboard where it was: the control with the same key gets focus back.
     const active = document.activeElement;
-    const focused = (active && active !== document.body && active.dataset
-      ? active.dataset.key : null) || refocus;
+    const focused = refocus || (active && active !== document.body && active.dataset
+      ? active.dataset.key : null);
     // ...and what a player was typing stays typed.
     const typed = new Map(Array.from(document.querySelectorAll('input[data-key], select[data-key]'))
       .map((el) => [el.dataset.key, el.value]));
@@ -291,8 +370,11 @@
       return actions(type);
     };
 
-    $('where').textContent = `${view.seat} · ${view.mode} · turn ${view.turn}, phase ${view.phase}`
-      + ` · version ${view.version}`;
+    $('where').replaceChildren(...(view.seat ? [faction(view.seat, 'strong'), ' · '] : []),
+      `Turn ${view.turn}, ${PHASES[view.phase] || 'phase ' + view.phase}`);
+    root.dataset.version = String(view.version);
+    $('room-version').textContent = String(view.version);
+    $('room-mode').textContent = view.mode;
     renderMe();
     renderOthers();
     renderPiles();
@@ -305,56 +387,90 @@
     renderAmbassador();
     renderAutopilot(take('set_autopilot'));
     renderMore((view.actions || []).filter((a) => !used.has(a.type)));
+    renderMine();
 
     for (const el of document.querySelectorAll('input[data-key], select[data-key]')) {
       if (typed.has(el.dataset.key)) el.value = typed.get(el.dataset.key);
     }
     if (focused) {
       const again = Array.from(document.querySelectorAll('[data-key]'))
-        .find((el) => el.dataset.key === focused);
+        .find((el) => el.dataset.key === focused && !el.disabled);
       if (again) {
         again.focus();
         refocus = null;
+        nextFocus = false;
       }
     }
+    if (nextFocus) {
+      nextFocus = false;
+      refocus = null;
+      focusNext();
+    }
+  }
+
+  // The next thing to do: the first live control of a decision, a window, an offer, the
+  // Box (in that order on the screen), else my seat, where what just changed shows.
+  function focusNext() {
+    for (const id of ['box', 'decision', 'response', 'gift', 'truthtrance', 'semuta']) {
+      const next = document.querySelector(`#${id}:not([hidden]) button:not([disabled])`);
+      if (next) return next.focus();
+    }
+    if (!$('me').hidden) $('me-title').focus();
+  }
+
+  function renderMine() {
+    if (!view.me) return;
+    $('mylog-body').replaceChildren(...mine.map((m) => h('li', { text: m.text })));
+    $('mylog').hidden = mine.length === 0;
   }
 
   function renderMe() {
     const me = view.me;
+    if (!me) return fill('me');
     const receipts = (view.receipts || []).map((r) => h('li', {},
       `${r.amount} spice for ${cardName(r.card)}`
       + (r.bonus ? `, and ${cardName(r.bonus)} as a bonus` : '') + ` (${r.stage})`));
     fill('me',
+      h('p', { class: 'banner f-' + me.faction }, faction(me.faction, 'strong'),
+        me.ally ? h('span', { class: 'ally' }, ' allied with ', faction(me.ally)) : null),
       h('dl', { class: 'facts' },
-        h('dt', { text: 'Faction' }), h('dd', { text: me.faction }),
-        h('dt', { text: 'Spice' }), h('dd', { id: 'my-spice', text: String(me.spice) }),
-        h('dt', { text: 'Reserved' }), h('dd', { id: 'my-reserved', text: String(me.reserved) }),
+        h('dt', { text: 'Spice' }), h('dd', {}, spice(me.spice, 'my-spice')),
+        h('dt', { text: 'Reserved' }),
+        h('dd', { id: 'my-reserved', text: String(me.reserved) }),
         h('dt', { text: 'Hand' }),
-        h('dd', { text: `${me.hand.length} of ${me.hand_limit}` }),
-        me.ally ? [h('dt', { text: 'Ally' }), h('dd', { text: me.ally })] : null),
+        h('dd', { text: `${me.hand.length} of ${me.hand_limit} cards` })),
       h('h3', { text: 'My hand' }),
-      me.hand.length ? h('ul', { class: 'hand', id: 'my-hand' }, me.hand.map(cardItem))
+      me.hand.length ? h('ul', { class: 'hand', id: 'my-hand' }, me.hand.map((c) => cardTile(c)))
         : h('p', { class: 'hint', text: 'No cards.' }),
       receipts.length ? [h('h3', { text: 'My purchases' }), h('ul', {}, receipts)] : null);
+    $('me').hidden = false;
   }
 
   function renderOthers() {
-    fill('others', h('table', {},
-      h('thead', {}, h('tr', {},
-        h('th', { scope: 'col', text: 'Seat' }), h('th', { scope: 'col', text: 'Cards' }),
-        h('th', { scope: 'col', text: 'Ally' }), h('th', { scope: 'col', text: 'Autopilot' }))),
-      h('tbody', {}, view.seats.map((s) => h('tr', { 'data-seat': s.faction },
-        h('th', { scope: 'row', text: s.faction }), h('td', { text: String(s.hand_count) }),
-        h('td', { text: s.ally || '—' }), h('td', { text: s.autopilot || 'off' }))))));
+    const open = (f) => (presence ? (presence[f] || 0) > 0 : null);
+    fill('others', h('ul', { class: 'seats' }, view.seats.map((s) => {
+      const here = open(s.faction);
+      return h('li', { class: 'seat f-' + s.faction, 'data-seat': s.faction },
+        h('span', { class: 'seat-name' }, faction(s.faction, 'strong'),
+          here === null ? null : h('span', {
+            class: 'presence ' + (here ? 'on' : 'off'), 'data-presence': here ? 'open' : 'closed',
+          }, here ? 'at the table' : 'away')),
+        h('span', { class: 'seat-cards', text: `${s.hand_count} card${s.hand_count === 1 ? '' : 's'}` }),
+        s.ally ? h('span', { class: 'seat-ally' }, 'ally ', faction(s.ally)) : null,
+        h('span', { class: 'seat-autopilot', text: s.autopilot ? `autopilot ${s.autopilot}` : 'played by hand' }));
+    })));
   }
 
   function renderPiles() {
     const top = view.discard.top;
-    fill('piles', h('dl', { class: 'facts' },
-      h('dt', { text: 'Deck' }), h('dd', { text: `${view.deck.count} cards` }),
-      h('dt', { text: 'Discard' }), h('dd', { text: `${view.discard.count} cards` }),
-      h('dt', { text: 'Discard top' }),
-      h('dd', { id: 'discard-top', text: top ? `${top.name} (${top.category})` : 'empty' })));
+    fill('piles', h('div', { class: 'piles' },
+      h('div', { class: 'pile deck' }, h('span', { class: 'pile-count', text: String(view.deck.count) }),
+        h('span', { text: 'in the deck' })),
+      h('div', { class: 'pile discard' }, h('span', { class: 'pile-count', text: String(view.discard.count) }),
+        h('span', { text: 'in the discard' })),
+      h('div', { class: 'pile top', id: 'discard-top' }, top
+        ? cardTile(top, 'div', h('span', { class: 'hint on-top', text: 'on top of the discard' }))
+        : h('span', { text: 'The discard is empty.' }))));
   }
 
   function renderBox(begin, select) {
@@ -362,7 +478,7 @@
     const parts = [];
     if (view.search && (!box || !box.search)) {
       parts.push(h('p', { class: 'notice', id: 'search-open' },
-        `${view.search.owner} paid for a Box search and is choosing a card.`));
+        `${fname(view.search.owner)} paid for a Box search and is choosing a card.`));
     }
     if (box) {
       const search = box.search;
@@ -372,8 +488,7 @@
             || 'your hand is at its limit; the Box leaves as the card you take arrives.')
         : null;
       if (!search) {
-        parts.push(h('p', {}, `You hold the ${box.card.name}. `
-          + 'Its fee buys a secret search of the discard for one card other than a Box.'));
+        parts.push(h('p', { id: 'box-says' }, `You hold the ${box.card.name}. ${box.says || ''}`));
         parts.push(notice);
         if (begin.length) {
           parts.push(...begin.map((a) => actionButton(a, 'Pay 2 spice and search the discard',
@@ -396,10 +511,9 @@
         parts.push(h('ul', { class: 'candidates', id: 'candidates', 'aria-label': 'Cards you may take' },
           cards.map((card) => {
             const action = byId.get(card.id);
-            return h('li', { class: 'candidate cat-' + card.category, 'data-card': card.id },
-              h('span', { class: 'name', text: card.name }),
-              h('span', { class: 'cat', text: card.category }),
-              action ? actionButton(action, `Take ${card.name}`) : null);
+            const tile = cardTile(card, 'li', action ? actionButton(action, `Take ${card.name}`) : null);
+            tile.classList.add('candidate');
+            return tile;
           })));
       }
     }
@@ -411,14 +525,15 @@
     if (!d || d.kind === 'nullentropy') return fill('decision');
     const mine = d.player === view.seat;
     fill('decision',
-      h('p', {}, mine ? `Your decision: ${d.kind}.` : `${d.player} is deciding (${d.kind}).`),
-      d.token ? h('p', { text: `The ${d.token} ambassador in ${d.territory}, entered by ${d.entrant}.` })
-        : null,
+      h('p', {}, mine ? 'Your decision.' : `${fname(d.player)} is deciding.`),
+      d.token ? h('p', { text: `The ${fname(d.token)} ambassador in ${place(d.territory)}, `
+        + `entered by ${fname(d.entrant)}.` }) : null,
+      d.says ? h('p', { class: 'says', id: 'decision-says', text: d.says }) : null,
       h('div', { class: 'row wrap' },
         decide.map((a) => actionButton(a, a.trigger
-          ? `Trigger it${a.beneficiary ? ' for ' + a.beneficiary : ''}` : 'Do not trigger it',
+          ? `Trigger it${a.beneficiary ? ' for ' + fname(a.beneficiary) : ''}` : 'Do not trigger it',
         a.trigger ? 'primary' : null)),
-        copy.map((a) => actionButton(a, `Copy the ${a.token} ambassador`))));
+        copy.map((a) => actionButton(a, `Copy the ${fname(a.token)} ambassador`))));
   }
 
   function parseDeadline(deadline) {
@@ -431,7 +546,10 @@
   function tick() {
     const el = $('deadline');
     if (!el) return;
-    const left = Math.max(0, Math.round((Number(el.dataset.at) - (Date.now() + clockOffset)) / 1000));
+    // Never more than the window's length: a clock a little off must not show 31 s of 30.
+    const most = Number(el.dataset.seconds) || Infinity;
+    const left = Math.min(most,
+      Math.max(0, Math.ceil((Number(el.dataset.at) - (Date.now() + clockOffset)) / 1000 - 0.05)));
     el.textContent = left > 0 ? `${left} s left to answer` : 'Time is up: the window closes';
   }
 
@@ -439,25 +557,49 @@
     const w = view.response;
     if (countdown) clearInterval(countdown);
     countdown = null;
-    if (!w) return fill('response');
+    if (!w || w.kind === 'gift') return fill('response'); // the gift panel shows an offer
     const at = parseDeadline(w.deadline);
     const waiting = w.waiting || [];
+    // Passing is the default; a Karama spends a card, so it asks once before it is sent.
+    const pass = respond.filter((a) => a.action !== 'karama');
+    const karama = respond.filter((a) => a.action === 'karama');
+    const names = (list) => list.map(who).join(', ');
     fill('response',
-      h('p', {}, h('strong', { text: w.kind.replaceAll('_', ' ') }),
-        w.stage ? ` (${w.stage})` : '',
-        w.payer ? ` · paid by ${w.payer}` + (w.amount !== undefined ? ` (${w.amount} spice)` : '')
+      h('p', {}, h('strong', { text: w.name || w.kind.replaceAll('_', ' ') }),
+        w.payer ? ` · paid by ${fname(w.payer)}` + (w.amount !== undefined ? ` (${w.amount} spice)` : '')
           : '',
-        w.beneficiary ? ` · for ${w.beneficiary}` : ''),
-      at !== null ? h('p', { id: 'deadline', class: 'deadline', 'data-at': String(at) }) : null,
-      h('p', { id: 'waiting' }, waiting.length ? `Waiting for: ${waiting.join(', ')}` : 'Nobody is waited for.'),
-      (w.passes || []).length ? h('p', { text: `Passed: ${w.passes.join(', ')}` }) : null,
-      respond.length ? h('div', { class: 'row' }, respond.map((a) => actionButton(a,
-        a.action === 'karama' ? karamaLabel(a) : 'Pass',
-        a.action === 'karama' ? 'primary' : null))) : null);
+        w.beneficiary ? ` · for ${fname(w.beneficiary)}` : ''),
+      w.says ? h('p', { class: 'says', id: 'response-says', text: w.says }) : null,
+      at !== null ? h('p', { id: 'deadline', class: 'deadline', 'data-at': String(at),
+        'data-seconds': w.seconds ? String(w.seconds) : null }) : null,
+      h('p', { id: 'waiting' }, waiting.length ? `Waiting for: ${names(waiting)}` : 'Nobody is waited for.'),
+      (w.passes || []).length ? h('p', { text: `Passed: ${names(w.passes)}` }) : null,
+      respond.length ? h('div', { class: 'row wrap' },
+        pass.map((a) => actionButton(a, 'Pass', 'primary')),
+        karama.map((a) => (confirming === keyOf(a)
+          ? h('span', { class: 'confirm', role: 'group', 'aria-label': 'Spend a card?' },
+            h('span', { class: 'hint', text: `This spends your ${karamaCard(a)}.` }),
+            actionButton(a, `Yes, spend it: ${karamaLabel(a)}`, 'danger'),
+            h('button', { type: 'button', 'data-key': 'keep:' + keyOf(a),
+              onclick: () => { confirming = null; refocus = 'ask:' + keyOf(a); render(); } },
+            'No, keep it'))
+          : h('button', { type: 'button', 'data-key': 'ask:' + keyOf(a),
+            onclick: () => { confirming = keyOf(a); refocus = keyOf(a); render(); } },
+          karamaLabel(a) + '…')))) : null);
     if (at !== null) {
       tick();
       countdown = setInterval(tick, 1000);
     }
+  }
+
+  let confirming = null; // the Karama action waiting for its one confirmation
+
+  function karamaCard(a) {
+    return a.card ? cardName(a.card) : 'Karama';
+  }
+
+  function place(territory) {
+    return String(territory || '').replaceAll('_', ' ').replace(/\b\w/g, (c) => c.toUpperCase());
   }
 
   function karamaLabel(a) {
@@ -473,7 +615,10 @@
     if (!g && !answer.length) return fill('gift');
     const what = g && g.card ? g.card.name : 'a card';
     fill('gift',
-      g ? h('p', {}, `${g.giver || 'Richese'} offers ${what} to ${g.to || 'an ally'}.`) : null,
+      g ? h('p', {}, `${fname(g.giver || 'richese')} offers ${what} to ${g.to ? fname(g.to) : 'an ally'}.`) : null,
+      answer.length && w && w.says ? h('p', { class: 'says', text: w.says }) : null,
+      w && !answer.length && (w.waiting || []).length
+        ? h('p', { class: 'hint', text: `Waiting for ${w.waiting.map(who).join(', ')}.` }) : null,
       h('div', { class: 'row wrap' }, answer.map((a) => actionButton(a,
         a.accept ? `Accept ${what}` : 'Refuse the gift', a.accept ? 'primary' : null))));
   }
@@ -483,10 +628,11 @@
     if (!t) return fill('truthtrance');
     const promised = (a) => (a.promise && a.promise.box ? ` and promise the fee of ${cardName(a.promise.box)}` : '');
     fill('truthtrance',
-      h('p', {}, `${t.asker} asks ${t.target}:`), h('blockquote', { text: t.question }),
+      h('p', {}, `${fname(t.asker)} asks ${fname(t.target)}:`), h('blockquote', { text: t.question }),
+      answer.length && t.says ? h('p', { class: 'says', id: 'truthtrance-says', text: t.says }) : null,
       answer.length ? h('div', { class: 'row wrap' }, answer.filter((a) => !a.free).map((a) =>
         actionButton(a, `Answer ${a.answer}${promised(a)}`, a.answer === 'yes' ? 'primary' : null)))
-        : h('p', { class: 'hint', text: `Waiting for ${t.target}'s answer.` }),
+        : h('p', { class: 'hint', text: `Waiting for ${fname(t.target)}'s answer.` }),
       answer.filter((a) => a.free).map((a) => freeForm(a, `Answer ${a.answer} and promise spice`)));
   }
 
@@ -543,7 +689,7 @@
     const s = view.semuta;
     if (!s && !semuta.length) return fill('semuta');
     fill('semuta',
-      s && s.event ? h('p', { text: `${s.discarder} discarded: Semuta may react.` }) : null,
+      s && s.event ? h('p', { text: `${fname(s.discarder)} discarded: Semuta may react.` }) : null,
       s && s.queued ? h('p', { class: 'hint', text: `${s.queued} more discard(s) wait for Semuta.` })
         : null,
       h('div', { class: 'row wrap' }, semuta.map((a) => actionButton(a,
@@ -557,15 +703,15 @@
     const entry = amb.entry;
     fill('ambassador',
       entry ? h('dl', { class: 'facts', id: 'ambassador-stage' },
-        h('dt', { text: 'Token' }), h('dd', { text: `${entry.token} in ${entry.territory}` }),
-        h('dt', { text: 'Entered by' }), h('dd', { text: `${entry.entrant} (${entry.via})` }),
+        h('dt', { text: 'Token' }), h('dd', { text: `${fname(entry.token)} in ${place(entry.territory)}` }),
+        h('dt', { text: 'Entered by' }), h('dd', { text: `${fname(entry.entrant)} (${entry.via})` }),
         h('dt', { text: 'Stage' }), h('dd', { id: 'ambassador-stage-name', text: entry.stage }),
-        entry.beneficiary ? [h('dt', { text: 'For' }), h('dd', { text: entry.beneficiary })] : null,
+        entry.beneficiary ? [h('dt', { text: 'For' }), h('dd', { text: fname(entry.beneficiary) })] : null,
         entry.payer ? [h('dt', { text: 'Paid' }),
-          h('dd', { text: `${entry.payer}: ${entry.amount} spice, ${entry.cards} card(s)` })] : null)
+          h('dd', { text: `${fname(entry.payer)}: ${entry.amount} spice, ${entry.cards} card(s)` })] : null)
         : null,
-      placed.length ? h('p', {}, 'Placed: ' + placed.map(([t, k]) => `${k} in ${t}`).join(', ')) : null,
-      h('p', { class: 'hint' }, `Used: ${(amb.used || []).join(', ') || 'none'}`));
+      placed.length ? h('p', {}, 'Placed: ' + placed.map(([t, k]) => `${fname(k)} in ${place(t)}`).join(', ')) : null,
+      h('p', { class: 'hint' }, `Used: ${(amb.used || []).map(fname).join(', ') || 'none'}`));
   }
 
   // Autopilot's profiles come from the listed actions: one per profile, or one whose
@@ -598,9 +744,9 @@
     switch (a.type) {
       case 'draw': return 'Draw a card';
       case 'discard': return `Discard ${card}`;
-      case 'distrans': return `Distrans: give ${cardName(a.give)} to ${a.to}`;
-      case 'offer_gift': return `Offer ${card} to ${a.to}`;
-      case 'ask_truthtrance': return `Ask ${a.target} a Truthtrance question`;
+      case 'distrans': return `Distrans: give ${cardName(a.give)} to ${fname(a.to)}`;
+      case 'offer_gift': return `Offer ${card} to ${fname(a.to)}`;
+      case 'ask_truthtrance': return `Ask ${fname(a.target)} a Truthtrance question`;
       case 'enter_territory': return 'Enter a territory' + (a.via ? ` by ${a.via}` : '');
       case 'guild_stop': return 'Stop a shipping cost (Guild)';
       default: {
