@@ -22,9 +22,10 @@ continuation opens it, so with a free slot it opens in the same append as
 the discard. Interpretation: the seeds leave concurrent reaction priority
 open, so the queue only preserves discard order; it claims no printed ordering.
 
-A window whose cards left the pile stays open until it closes as above: a
-Box may have retrieved one, which only its owner may know. A take is public,
-and so is a pass (everyone is asked, so a pass names nobody's cards).
+The cards a window is bound to are not Box candidates while it is open,
+suspended or queued (`bound_cards`), so they leave the pile only by public
+events (a take, a refund, a reshuffle): what is takeable is public. A take is
+public, and so is a pass (everyone is asked, so a pass names nobody's cards).
 """
 
 from __future__ import annotations
@@ -82,6 +83,19 @@ def asked(state: RoomState, window: ResponseWindow) -> list[str]:
 def eligible(state: RoomState, window: ResponseWindow, faction: str) -> bool:
     """Whether this seat is still asked (it may pass; only a holder may take)."""
     return faction in asked(state, window)
+
+
+def bound_cards(state: RoomState) -> set[str]:
+    """The cards every Semuta window is bound to: the open one, the one a search
+    suspended, and those queued behind the slot. They stay out of a Box search
+    (RULES 3.6), so a take never depends on what a search took. Interpretation: a
+    queued window counts too, since it opens on the same cards once the slot frees."""
+    windows = [w.data for w in (
+        state.control.response,
+        state.search.parent.response if state.search is not None else None)
+        if w is not None and w.kind == KIND]
+    return {cid for data in [*windows, *(q["data"] for q in queue(state))]
+            for cid in data["cards"]}
 
 
 def in_reach(state: RoomState) -> bool:
