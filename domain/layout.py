@@ -258,6 +258,9 @@ def build_room(layout: Layout, room: str, randomness: Randomness) -> RoomCreated
         ],
         deck=deck,
         discard=list(layout.discard),
+        # RULES 7: a layout's initial pile is unseen below its top (nobody saw it
+        # discarded face up), so Semuta there is not publicly out of reach.
+        pile_unseen=list(layout.discard[:-1]),
         cache=cache,
         removed=list(layout.removed),
         reservations=[Reservation(**r.model_dump()) for r in layout.reservations],

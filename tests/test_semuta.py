@@ -142,11 +142,29 @@ def test_a_committed_semuta_in_a_hand_still_opens_a_window():
 def test_no_window_while_semuta_is_publicly_out_of_reach():
     in_cache = state_of(layout())  # the cache holds every cache card not placed
     assert SEMUTA in in_cache.cache
-    in_pile = state_of(layout(discard=["shield-1", SEMUTA, "maula-pistol", "baliset"]))
+    on_top = state_of(layout(discard=["shield-1", "maula-pistol", "baliset", SEMUTA]))
     removed = state_of(layout(removed=[SEMUTA]))
-    for state in (in_cache, in_pile, removed):
+    for state in (in_cache, on_top, removed):
         assert types(run(state, "harkonnen", {"type": "discard", "card": "chaumas"})) == \
             ["CardDiscarded"]
+
+
+def test_semuta_below_the_top_of_a_layout_pile_is_unseen():
+    """Issue 24.6 (RULES 7): the initial pile below its top is unseen, so the window
+    opens exactly as if Semuta were in the deck, and the public record is the same."""
+    cache = [c for c in state_of(layout()).cache if c != SEMUTA]
+    in_pile = layout(discard=["shield-1", SEMUTA, "maula-pistol", "baliset"],
+                     richese_cache=cache)
+    in_deck = layout(discard=["shield-1", "kulon", "maula-pistol", "baliset"],
+                     richese_cache=cache)
+    assert SEMUTA in state_of(in_deck).deck
+    seen = []
+    for raw in (in_pile, in_deck):
+        tx = run(state_of(raw), "harkonnen", {"type": "discard", "card": "chaumas"})
+        seen.append(([(e.type, e.public()) for e in tx.events], public_view(tx.state),
+                     seat_view(tx.state, "richese")))
+    assert seen[0][0][-1][0] == "SemutaWindowOpened"
+    assert seen[0] == seen[1]
 
 
 @pytest.mark.parametrize(("why", "actor", "command", "expected"), [
