@@ -50,9 +50,9 @@ def check_begin(state: RoomState, actor: str, box: str) -> None:
     names or counts the discard pile.
     """
     if box not in CARDS:
-        raise Rejection("unknown_card", f"no card has the id '{box}'")
+        raise Rejection("unknown_card", "no card has that id")
     if not card(box).is_box:
-        raise Rejection("not_a_box", f"'{box}' is not a Nullentropy Box")
+        raise Rejection("not_a_box", "that card is not a Nullentropy Box")
     # One message whether the Box is in the cache or another hand: where it is is not
     # the sender's business.
     check_own_card(state, actor, box)
@@ -123,7 +123,7 @@ def check_select(state: RoomState, actor: str, search_id: str, card_id: str) -> 
         raise Rejection("stale_event", "that search belongs to another turn or phase")
     check_custody(state, search)
     if card_id not in search.discard:
-        raise Rejection("unknown_card", f"'{card_id}' is not in the discard pile")
+        raise Rejection("unknown_card", "that card is not in the discard pile")
     if is_box(card_id):
         raise Rejection("not_eligible", "a Box may not take another Box")
     if card_id in semuta.bound_cards(state):

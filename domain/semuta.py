@@ -287,9 +287,9 @@ def semuta(tx: Tx, actor: str, cmd: c.Semuta) -> None:
             raise Rejection("invalid_command", "name the discarded card you take")
         chosen = w.data["cards"][0]
     if chosen not in w.data["cards"]:
-        raise Rejection("not_eligible", f"'{chosen}' was not discarded in this window's discard")
+        raise Rejection("not_eligible", "that card was not discarded in this window's discard")
     if chosen not in takeable(state, w):
-        raise Rejection("stale_event", f"'{chosen}' cannot be taken now")
+        raise Rejection("stale_event", "that card cannot be taken now")
     tx.emit(SemutaTaken(event=w.event, seat=actor, card=chosen))
     discard_card(tx, actor, drug)
 
