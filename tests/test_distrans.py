@@ -90,6 +90,7 @@ def test_the_receiver_needs_room():
 def test_a_card_under_gift_offer_is_reserved():
     raw = holding()
     raw["seats"][0]["ally"] = "emperor"
+    raw["seats"][1]["ally"] = "richese"
     state = state_of(raw)
     state = run(state, "richese", {"type": "offer_gift", "card": "crysknife",
                                    "to": "emperor"}).state

@@ -103,6 +103,7 @@ def rooms(draw: Any) -> tuple[dict[str, Any], dict[str, Any], set[str], set[str]
     deck = [cid for cid in rest]
     seat_of = {s["faction"]: s for s in seats}
     seat_of["richese"]["ally"] = "emperor"
+    seat_of["emperor"]["ally"] = "richese"
     raw: dict[str, Any] = {
         "mode": draw(st.sampled_from(["advanced", "advanced", "basic"])),
         "expansions": expansions, "seed": 3, "bank": 100, "turn": 2, "phase": 6,
@@ -114,6 +115,7 @@ def rooms(draw: Any) -> tuple[dict[str, Any], dict[str, Any], set[str], set[str]
                                   "beneficiary": "harkonnen", "price": 4}]
     if "ecaz" in factions:
         seat_of["ecaz"]["ally"] = "harkonnen"
+        seat_of["harkonnen"]["ally"] = "ecaz"
         raw["ambassadors"] = {
             "placed": [{"token": "richese", "territory": "arrakeen"},
                        {"token": "bene_gesserit", "territory": "carthag"}],
@@ -437,7 +439,8 @@ def small(**changes: Any) -> dict[str, Any]:
         "seats": [
             {"faction": "richese", "spice": 30, "hand": [BOX, "crysknife", "baliset"],
              "ally": "emperor"},
-            {"faction": "emperor", "spice": 30, "hand": [SEMUTA, "karama-1"]},
+            {"faction": "emperor", "spice": 30, "hand": [SEMUTA, "karama-1"],
+             "ally": "richese"},
             {"faction": "harkonnen", "spice": 30, "hand": ["shield-2", "kulon"]},
         ],
         "discard": ["shield-1", "karama-2", "maula-pistol"],
@@ -484,7 +487,8 @@ def ambassador_room() -> dict[str, Any]:
     ids = [c.id for c in room_cards(("choam_richese", "ecaz_moritani"))]
     seats = [
         {"faction": "ecaz", "spice": 30, "hand": ["baliset"], "ally": "harkonnen"},
-        {"faction": "harkonnen", "spice": 30, "hand": ["crysknife", "stunner"]},
+        {"faction": "harkonnen", "spice": 30, "hand": ["crysknife", "stunner"],
+         "ally": "ecaz"},
         {"faction": "emperor", "spice": 30, "hand": ["kulon"]},
         {"faction": "atreides", "spice": 30, "hand": ["karama-2", "shield-1"]},
     ]
