@@ -701,6 +701,48 @@ def test_a_window_past_its_deadline_closes_the_same_in_both_rooms():
               ("ecaz", "deadline", 2), ("ecaz", "deadline", 2), ("ecaz", "deadline", 2)])
 
 
+# --- each leak of issue 24, as a pair (each failed before its fix) ------------------------
+
+
+def test_the_semuta_holder_is_told_the_same_whatever_the_box_took():
+    """24.4: Harkonnen's discard opens a window the Box search suspends; whichever card
+    the search takes, the holder's actions and refusals are the same (RULES 3.6)."""
+    raw = small()
+    a, b = run_pair(raw, raw, set(), set(),
+                    [("harkonnen", "discard", 1), ("richese", "begin", 0),
+                     ("richese", "select", 1)], alt_select=True)
+    assert a.state.search is None and a.state.control.response.kind == "semuta"
+    assert a.state.seat("richese").hand != b.state.seat("richese").hand
+
+
+def test_the_guild_is_told_the_same_whatever_the_box_took():
+    """24.5: the cost's creator at its hand limit; the Box takes the cost card in one
+    room and another card in the twin: the Guild's stop is refused alike (RULES 3.5)."""
+    seats = [*small()["seats"][:2],
+             {"faction": "harkonnen", "spice": 30, "hand": [
+                 "shield-2", "stunner", "chaumas", "slip-tip", "snooper-1", "snooper-2",
+                 "snooper-3", "snooper-4"]},
+             {"faction": "guild", "spice": 30, "hand": ["kulon"]}]
+    raw = small(seats=seats, shipping_costs=[{"card": "karama-2", "creator": "harkonnen",
+                                              "beneficiary": "harkonnen", "price": 4}])
+    a, b = run_pair(raw, raw, set(), set(),
+                    [("richese", "begin", 0), ("richese", "select", 1),
+                     ("guild", "guild_stop", 0)], alt_select=True)
+    took = {a.state.seat("richese").hand[-1], b.state.seat("richese").hand[-1]}
+    assert "karama-2" in took and len(took) == 2
+
+
+def test_semuta_below_the_top_of_a_layout_pile_opens_the_window_as_in_a_hand():
+    """24.6: Semuta staged below the pile's top, or in a hand: the same public record
+    (RULES 7: the initial pile is unseen below its top)."""
+    raw = small()
+    twin = {**raw, "seats": [{**s, "hand": list(s["hand"])} for s in raw["seats"]],
+            "discard": list(raw["discard"])}
+    twin["seats"][1]["hand"][0], twin["discard"][0] = twin["discard"][0], SEMUTA
+    a, _ = run_pair(raw, twin, {SEMUTA, "shield-1"}, set(), [("harkonnen", "discard", 1)])
+    assert a.state.control.response.kind == "semuta"
+
+
 # --- room at: a version inside an append shows the state after it (app level) -------------
 
 
