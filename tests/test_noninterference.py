@@ -544,7 +544,14 @@ def probe_commands(state: RoomState, me: str, cards: list[str]) -> list[dict[str
     event = w.event if w is not None else "e1"
     search = state.search.event if state.search is not None else "e1"
     question = str((state.truthtrance or {}).get("event", "e1"))
+    d = state.control.decision
+    decision = d.event if d is not None else "e1"
     out: list[dict[str, Any]] = [
+        {"type": "set_autopilot", "enabled": True, "profile": "easy"},
+        {"type": "ambassador_decide", "event": decision, "trigger": True,
+         "beneficiary": "ecaz"},
+        {"type": "ambassador_decide", "event": decision, "trigger": False},
+        {"type": "ambassador_copy", "event": decision, "token": "richese"},
         {"type": "draw"}, {"type": "respond", "event": event, "action": "pass"},
         {"type": "semuta", "event": event, "action": "pass"},
         {"type": "answer_gift", "event": event, "accept": True},
