@@ -303,7 +303,7 @@ def semuta_view(state: RoomState, faction: str | None) -> dict[str, Any] | None:
     part: dict[str, Any] = {
         "event": None if w is None else w.event,
         "discarder": None if w is None else w.data["discarder"],
-        # As discarded (public), not as still in the pile: a Box may have retrieved one.
+        # As discarded (public): no Box may take them while the window lasts.
         "cards": [] if w is None else [CARDS[cid].public() for cid in w.data["cards"]],
         "queued": len(waiting),
     }
