@@ -171,10 +171,10 @@ def ambassador_copy(tx: Tx, actor: str, cmd: c.AmbassadorCopy) -> None:
     state = tx.state
     d = _bound_decision(state, actor, cmd.event, "ambassador_copy")
     if cmd.token not in d.data.get("options", []):
-        raise Rejection("not_eligible", f"'{cmd.token}' is not in the copy pool")
+        raise Rejection("not_eligible", "that token is not in the copy pool")
     if cmd.token != RICHESE:
         raise Rejection("not_implemented",
-                        f"the {cmd.token} ambassador's effect is not implemented yet")
+                        "that ambassador's effect is not implemented yet")
     tx.emit(AmbassadorCopied(event=d.data["entry"], decision=d.event, token=cmd.token))
     purchase(tx, actor)
 

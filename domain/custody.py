@@ -58,14 +58,14 @@ def discard_card(tx: Tx, seat: str, card_id: str) -> None:
 def check_own_card(state: RoomState, actor: str, card_id: str) -> None:
     """The card exists, is in the actor's hand and is not committed elsewhere."""
     if card_id not in CARDS:
-        raise Rejection("unknown_card", f"no card has the id '{card_id}'")
+        raise Rejection("unknown_card", "no card has that id")
     if card_id not in state.seat(actor).hand:
-        raise Rejection("not_in_hand", f"'{card_id}' is not in your hand")
+        raise Rejection("not_in_hand", "that card is not in your hand")
     kind = state.committed(card_id)
     if kind is not None:
-        raise Rejection("card_committed", f"'{card_id}' is committed ({kind})")
+        raise Rejection("card_committed", f"that card is committed ({kind})")
     if offered_card(state) == card_id:
-        raise Rejection("card_committed", f"'{card_id}' is offered as a gift")
+        raise Rejection("card_committed", "that card is offered as a gift")
 
 
 def offered_card(state: RoomState) -> str | None:

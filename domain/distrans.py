@@ -2,10 +2,11 @@
 Distrans (RULES 5).
 
 The given card must be physically in the giver's hand (never the Richese
-cache) and free: not committed elsewhere, not under a gift offer, and not
-Distrans itself. The search lock refuses the whole command while a Box
-search is open, so the Box reserved by a search can never be given. The
-discard of Distrans is an ordinary single-seat discard: Semuta may react.
+cache: refused like any card not in the hand, with one message) and free:
+not committed elsewhere, not under a gift offer, and not Distrans itself.
+The search lock refuses the whole command while a Box search is open, so the
+Box reserved by a search can never be given. The discard of Distrans is an
+ordinary single-seat discard: Semuta may react.
 """
 
 from __future__ import annotations
@@ -48,19 +49,17 @@ def distrans(tx: Tx, actor: str, cmd: c.Distrans) -> None:
     state = tx.state
     check_own_card(state, actor, cmd.card)
     if not is_distrans(cmd.card):
-        raise Rejection("not_a_distrans", f"'{cmd.card}' is not Distrans")
+        raise Rejection("not_a_distrans", "that card is not Distrans")
     if cmd.give == cmd.card:
         raise Rejection("invalid_command", "Distrans gives another card, not itself")
-    if cmd.give in state.cache and state.holder(cmd.give) is None:
-        raise Rejection("not_in_hand", "a card in the Richese cache is not in your hand")
     check_own_card(state, actor, cmd.give)
     if not state.has_seat(cmd.to):
-        raise Rejection("unknown_seat", f"{cmd.to} has no seat in this room")
+        raise Rejection("unknown_seat", "that faction has no seat in this room")
     if cmd.to == actor:
         raise Rejection("invalid_target", "Distrans gives a card to another seat")
     receiver = state.seat(cmd.to)
     # Hand counts are public: naming the full hand reveals nothing hidden.
     if len(receiver.hand) >= receiver.limit:
-        raise Rejection("hand_over_limit", f"{cmd.to}'s hand has no room")
+        raise Rejection("hand_over_limit", "the receiver's hand has no room")
     tx.emit(CardGiven(seat=actor, to=cmd.to, card=cmd.give, via=cmd.card))
     discard_card(tx, actor, cmd.card)

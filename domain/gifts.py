@@ -143,7 +143,7 @@ def offer_gift(tx: Tx, actor: str, cmd: c.OfferGift) -> None:
     if state.control.response is not None:
         raise Rejection("response_pending", "a response window is open: it closes first")
     if not state.has_seat(cmd.to) or state.seat(actor).ally != cmd.to:
-        raise Rejection("not_ally", f"{cmd.to} is not your ally")
+        raise Rejection("not_ally", "that seat is not your ally")
     check_own_card(state, actor, cmd.card)
     tx.emit(GiftOffered(event=tx.next_event_id(), giver=actor, to=cmd.to, card=cmd.card,
                         turn=state.turn, phase=state.phase))

@@ -9,11 +9,13 @@ marks the record claimed through a private field of its CardRetrieved
 change, and a later rediscard does not make it refundable again. A Box
 retrieving any other card leaves the record as it was.
 
-Interpretations (the seeds are silent): each record can be stopped once; a
-stop of a claimed record, or of a record whose card has left the pile, is
-accepted and refunds nothing; a refund that would take the creator's hand
-past its limit is refused (hand counts are public). No spice moves: the
-record's price is the shipment's price, kept as evidence.
+Whether a stop is accepted depends only on public facts (RULES 3.5): a stop
+while the creator's hand is at its limit is refused whether or not the record
+was claimed (hand counts are public). Interpretations (the seeds are silent):
+each record can be stopped once; a stop of a claimed record, or of a record
+whose card has left the pile, is accepted and refunds nothing, which is public
+by the rules. No spice moves: the record's price is the shipment's price, kept
+as evidence.
 """
 
 from __future__ import annotations
@@ -105,17 +107,20 @@ def guild_stop(tx: Tx, actor: str, cmd: c.GuildStop) -> None:
         raise Rejection("not_eligible", "only the Guild stops a shipment")
     rec = record(state, cmd.card)
     if rec is None:
-        raise Rejection("unknown_card", f"no shipment was paid with '{cmd.card}'")
+        raise Rejection("unknown_card", "no shipment was paid with that card")
     if rec.stopped:
         raise Rejection("already_stopped", "that shipment was already stopped")
+    # RULES 3.5: decided on public facts first. Hand counts are public, so the
+    # capacity check runs whether or not a Box claimed the record: a refused stop
+    # never tells the Guild what a search took.
+    creator = state.seat(rec.creator)
+    if len(creator.hand) >= creator.limit:
+        raise Rejection("hand_over_limit", "the creator's hand has no room for the refund")
     # Public by the rules themselves (RULES 7): a stop that refunds moves the card to
     # its creator's hand for all to count, so whether the record was still unclaimed
-    # shows in the events' number and in `refunded`. The printed game wins here.
+    # shows in the events' number and in `refunded`. An accepted stop of a claimed
+    # record refunds nothing and still spends the stop. The printed game wins here.
     refund = refundable(state, rec)
-    if refund:
-        creator = state.seat(rec.creator)
-        if len(creator.hand) >= creator.limit:
-            raise Rejection("hand_over_limit", f"{rec.creator}'s hand has no room for the refund")
     tx.emit(ShipmentStopped(card=rec.card, creator=rec.creator, refunded=refund))
     if refund:
         tx.emit(ShippingCostRefunded(card=rec.card, creator=rec.creator))

@@ -151,10 +151,10 @@ def _records_agree(layout: Layout) -> None:
     """Records that contradict each other (RULES 8), before the catalog is consulted.
 
     - Each faction is seated once.
-    - Alliances (RULES 1: reciprocal): an ally must be seated and not the seat
-      itself. A seat that names an ally whose own `ally` is null is shorthand for
-      both sides (build_room fills the other in); two sides that name different
-      allies, or two seats that name the same ally, contradict.
+    - Alliances (RULES 1, 8: reciprocal): an ally must be seated and not the seat
+      itself, and it names the seat back. A one-sided ally (the other side's
+      `ally` null or another faction), or two seats naming the same ally,
+      contradict.
     - Reservations name seated factions, and a seat's reservations add up to at
       most its spice: a reservation is spice of its own promised elsewhere.
     - One shipping-cost record per card (INTERFACE: records are identified by
@@ -176,8 +176,9 @@ def _records_agree(layout: Layout) -> None:
             problems.append(f"seats: {f} is named as its own ally")
         elif ally not in seated:
             problems.append(f"seats: {f}'s ally {ally} has no seat")
-        elif allies.get(ally) not in (f, None):
-            problems.append(f"seats: the alliance of {f} and {ally} is not reciprocal")
+        elif allies.get(ally) != f:
+            problems.append(f"seats: the alliance of {f} and {ally} is not reciprocal: "
+                            f"each seat's ally names the other")
     named = Counter(a for a in allies.values() if a is not None)
     for ally, n in sorted(named.items()):
         if n > 1:
@@ -278,6 +279,9 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
         ],
         deck=deck,
         discard=list(layout.discard),
+        # RULES 7: a layout's initial pile is unseen below its top (nobody saw it
+        # discarded face up), so Semuta there is not publicly out of reach.
+        pile_unseen=list(layout.discard[:-1]),
         cache=cache,
         removed=list(layout.removed),
         reservations=[Reservation(**r.model_dump()) for r in layout.reservations],
@@ -288,10 +292,6 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
         response_seconds=layout.response_seconds,
         fairness=commit,
     )
-    # Fill in reciprocal alliances named on one side only.
-    for seat in state.seats:
-        if seat.ally is not None:
-            state.seat(seat.ally).ally = seat.faction
     drawn = randomness.last_draw()
     return RoomCreated(state=state.model_dump(mode="json"),
                        rng=None if drawn is None else drawn.model_dump())

@@ -30,9 +30,11 @@ from domain.state import RoomState, Search
 FEE = 2
 
 
-def eligible(pile: list[str]) -> list[str]:
-    """The cards a search may take: every card of the pile except a Box."""
-    return [cid for cid in pile if not is_box(cid)]
+def eligible(state: RoomState, pile: list[str]) -> list[str]:
+    """The cards a search may take: every card of the pile except a Box and the cards
+    a Semuta window is bound to (RULES 3.6: public, since the window is)."""
+    bound = semuta.bound_cards(state)
+    return [cid for cid in pile if not is_box(cid) and cid not in bound]
 
 
 def display_order(ids: list[str]) -> list[str]:
@@ -48,9 +50,9 @@ def check_begin(state: RoomState, actor: str, box: str) -> None:
     names or counts the discard pile.
     """
     if box not in CARDS:
-        raise Rejection("unknown_card", f"no card has the id '{box}'")
+        raise Rejection("unknown_card", "no card has that id")
     if not card(box).is_box:
-        raise Rejection("not_a_box", f"'{box}' is not a Nullentropy Box")
+        raise Rejection("not_a_box", "that card is not a Nullentropy Box")
     # One message whether the Box is in the cache or another hand: where it is is not
     # the sender's business.
     check_own_card(state, actor, box)
@@ -65,7 +67,7 @@ def check_begin(state: RoomState, actor: str, box: str) -> None:
     seat = state.seat(actor)
     if len(seat.hand) > seat.limit:
         raise Rejection("hand_over_limit", f"your hand is above its limit of {seat.limit}")
-    if not eligible(state.discard):
+    if not eligible(state, state.discard):
         raise Rejection("no_eligible_card", "the discard pile holds no card a Box may take")
 
 
@@ -101,7 +103,7 @@ def begin_search(tx: Tx, actor: str, cmd: c.BeginSearch) -> None:
         )
     )
     # One eligible card: nothing to choose, so the selection happens now.
-    only = eligible(tx.state.discard)
+    only = eligible(tx.state, tx.state.discard)
     if len(only) == 1:
         settle_search(tx, actor, search, only[0])
 
@@ -121,9 +123,11 @@ def check_select(state: RoomState, actor: str, search_id: str, card_id: str) -> 
         raise Rejection("stale_event", "that search belongs to another turn or phase")
     check_custody(state, search)
     if card_id not in search.discard:
-        raise Rejection("unknown_card", f"'{card_id}' is not in the discard pile")
+        raise Rejection("unknown_card", "that card is not in the discard pile")
     if is_box(card_id):
         raise Rejection("not_eligible", "a Box may not take another Box")
+    if card_id in semuta.bound_cards(state):
+        raise Rejection("not_eligible", "that card is bound to a Semuta window")
     return search
 
 
@@ -164,4 +168,4 @@ def candidates(state: RoomState, faction: str) -> list[str] | None:
         check_custody(state, search)
     except Rejection:
         return None
-    return display_order(eligible(search.discard))
+    return display_order(eligible(state, search.discard))

@@ -144,7 +144,7 @@ def respond(tx: Tx, actor: str, cmd: c.Respond) -> None:
     check_own_card(state, actor, cmd.card)
     if cmd.card not in karama_cards(state, actor):
         # About the sender's own card only: a seat without a Karama can only pass.
-        raise Rejection("not_eligible", f"'{cmd.card}' cannot cancel this advantage")
+        raise Rejection("not_eligible", "that card cannot cancel this advantage")
     # Discarded while this window still holds the slot: a Semuta reaction to the
     # Karama queues behind the flow instead of being overwritten by its next window.
     discard_card(tx, actor, cmd.card)

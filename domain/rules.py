@@ -125,7 +125,7 @@ def admit(state: RoomState, actor: str, command: c.Command) -> Handler:
         # The worker's own commands are never accepted from a seat, and it sends no other.
         raise Rejection("not_eligible", "that command is not accepted from this sender")
     if actor != SYSTEM and not state.has_seat(actor):
-        raise Rejection("unknown_seat", f"{actor} has no seat in this room")
+        raise Rejection("unknown_seat", "that faction has no seat in this room")
     if state.ended is not None:
         raise Rejection("room_ended", "the room has ended: it takes no more commands")
     if state.search is not None and not isinstance(command, ALLOWED_DURING_SEARCH):
@@ -137,8 +137,7 @@ def admit(state: RoomState, actor: str, command: c.Command) -> Handler:
         gate(state, actor, command)
     handler = HANDLERS.get(type(command))
     if handler is None:
-        kind = getattr(command, "type", type(command).__name__)
-        raise Rejection("not_implemented", f"'{kind}' is not implemented yet")
+        raise Rejection("not_implemented", "that command is not implemented yet")
     return handler
 
 

@@ -22,9 +22,10 @@ continuation opens it, so with a free slot it opens in the same append as
 the discard. Interpretation: the seeds leave concurrent reaction priority
 open, so the queue only preserves discard order; it claims no printed ordering.
 
-A window whose cards left the pile stays open until it closes as above: a
-Box may have retrieved one, which only its owner may know. A take is public,
-and so is a pass (everyone is asked, so a pass names nobody's cards).
+The cards a window is bound to are not Box candidates while it is open,
+suspended or queued (`bound_cards`), so they leave the pile only by public
+events (a take, a refund, a reshuffle): what is takeable is public. A take is
+public, and so is a pass (everyone is asked, so a pass names nobody's cards).
 """
 
 from __future__ import annotations
@@ -83,6 +84,19 @@ def asked(state: RoomState, window: ResponseWindow) -> list[str]:
 def eligible(state: RoomState, window: ResponseWindow, faction: str) -> bool:
     """Whether this seat is still asked (it may pass; only a holder may take)."""
     return faction in asked(state, window)
+
+
+def bound_cards(state: RoomState) -> set[str]:
+    """The cards every Semuta window is bound to: the open one, the one a search
+    suspended, and those queued behind the slot. They stay out of a Box search
+    (RULES 3.6), so a take never depends on what a search took. Interpretation: a
+    queued window counts too, since it opens on the same cards once the slot frees."""
+    windows = [w.data for w in (
+        state.control.response,
+        state.search.parent.response if state.search is not None else None)
+        if w is not None and w.kind == KIND]
+    return {cid for data in [*windows, *(q["data"] for q in queue(state))]
+            for cid in data["cards"]}
 
 
 def in_reach(state: RoomState) -> bool:
@@ -274,9 +288,9 @@ def semuta(tx: Tx, actor: str, cmd: c.Semuta) -> None:
             raise Rejection("invalid_command", "name the discarded card you take")
         chosen = w.data["cards"][0]
     if chosen not in w.data["cards"]:
-        raise Rejection("not_eligible", f"'{chosen}' was not discarded in this window's discard")
+        raise Rejection("not_eligible", "that card was not discarded in this window's discard")
     if chosen not in takeable(state, w):
-        raise Rejection("stale_event", f"'{chosen}' cannot be taken now")
+        raise Rejection("stale_event", "that card cannot be taken now")
     tx.emit(SemutaTaken(event=w.event, seat=actor, card=chosen))
     discard_card(tx, actor, drug)
 
@@ -290,7 +304,7 @@ def semuta_view(state: RoomState, faction: str | None) -> dict[str, Any] | None:
     part: dict[str, Any] = {
         "event": None if w is None else w.event,
         "discarder": None if w is None else w.data["discarder"],
-        # As discarded (public), not as still in the pile: a Box may have retrieved one.
+        # As discarded (public): no Box may take them while the window lasts.
         "cards": [] if w is None else [CARDS[cid].public() for cid in w.data["cards"]],
         "queued": len(waiting),
     }

@@ -118,9 +118,9 @@ def ask_truthtrance(tx: Tx, actor: str, cmd: c.AskTruthtrance) -> None:
     state = tx.state
     check_own_card(state, actor, cmd.card)
     if not is_truthtrance(cmd.card):
-        raise Rejection("not_a_truthtrance", f"'{cmd.card}' is not a Truthtrance card")
+        raise Rejection("not_a_truthtrance", "that card is not a Truthtrance card")
     if not state.has_seat(cmd.target):
-        raise Rejection("unknown_seat", f"{cmd.target} has no seat in this room")
+        raise Rejection("unknown_seat", "that faction has no seat in this room")
     if cmd.target == actor:
         raise Rejection("invalid_target", "a Truthtrance question is asked of another seat")
     discard_card(tx, actor, cmd.card)
@@ -148,12 +148,12 @@ def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
     elif isinstance(cmd.promise, c.BoxPromise):
         box = cmd.promise.box
         if box not in CARDS:
-            raise Rejection("unknown_card", f"no card has the id '{box}'")
+            raise Rejection("unknown_card", "no card has that id")
         if not card(box).is_box:
-            raise Rejection("not_a_box", f"'{box}' is not a Nullentropy Box")
+            raise Rejection("not_a_box", "that card is not a Nullentropy Box")
         check_own_card(state, actor, box)
         if any(r.faction == actor and r.box == box for r in state.reservations):
-            raise Rejection("already_promised", f"'{box}' is already promised")
+            raise Rejection("already_promised", "that Box is already promised")
         # The promised fee shares the purse with every other obligation.
         if state.free_spice(actor) < FEE:
             raise Rejection("insufficient_spice",

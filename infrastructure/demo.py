@@ -164,7 +164,7 @@ AMBASSADOR_LAYOUT: dict[str, Any] = {
     "phase": 6,
     "seats": [
         {"faction": "ecaz", "spice": 8, "hand": [], "ally": "harkonnen"},
-        {"faction": "harkonnen", "spice": 10,
+        {"faction": "harkonnen", "spice": 10, "ally": "ecaz",
          "hand": ["crysknife", "stunner", "chaumas", "shield-1", "snooper-1", "baliset"]},
         {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
         {"faction": "atreides", "spice": 8, "hand": ["karama-2"]},

@@ -102,6 +102,7 @@ def staged(**hands: list[str]) -> dict[str, Any]:
 def gifts_and_distrans(app: RoomsApp) -> str:
     raw = staged(richese=[BOX, "crysknife", "distrans", "stunner"])
     raw["seats"][0]["ally"] = "emperor"
+    raw["seats"][1]["ally"] = "richese"
     room = app.create_room(raw)["room"]
     offered = ok(app, room, "richese", {"type": "offer_gift", "card": "crysknife",
                                         "to": "emperor"})

@@ -36,7 +36,8 @@ def seats(**hands: Any) -> list[dict[str, Any]]:
     """Ecaz allied with Harkonnen, an Emperor with a Karama, Atreides the entrant."""
     base: dict[str, dict[str, Any]] = {
         "ecaz": {"faction": "ecaz", "spice": 10, "hand": [], "ally": "harkonnen"},
-        "harkonnen": {"faction": "harkonnen", "spice": 10, "hand": ["crysknife", "stunner"]},
+        "harkonnen": {"faction": "harkonnen", "spice": 10, "hand": ["crysknife", "stunner"],
+                      "ally": "ecaz"},
         "emperor": {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
         "atreides": {"faction": "atreides", "spice": 10, "hand": []},
     }
@@ -248,7 +249,7 @@ def test_empty_deck_recycles_the_pile_once_and_stores_the_order():
 @pytest.mark.parametrize("case", ["empty_pool", "two_spice", "full_hand", "reserved"])
 def test_an_impossible_purchase_is_one_generic_committed_no_op(case):
     kw: dict[str, Any] = {}
-    harkonnen: dict[str, Any] = {"spice": 10, "hand": ["crysknife"]}
+    harkonnen: dict[str, Any] = {"spice": 10, "hand": ["crysknife"], "ally": "ecaz"}
     if case == "empty_pool":
         kw = {"deck": [], "discard": []}
     elif case == "two_spice":
@@ -326,7 +327,8 @@ def test_emperor_absent_or_buying_gets_no_income():
     absent = trigger(enter(room(seats=seats(emperor=None)))).state
     assert absent.receipts[0].emperor is None and absent.control.response is None
     allied = seats(emperor={"spice": 10, "hand": [], "ally": "ecaz"},
-                   ecaz={"spice": 10, "hand": []}, harkonnen={"spice": 5, "hand": []})
+                   ecaz={"spice": 10, "hand": [], "ally": "emperor"},
+                   harkonnen={"spice": 5, "hand": [], "ally": None})
     state = enter(room(seats=allied))
     tx = trigger(state, "emperor")
     assert "ResponseWindowOpened" not in types(tx) and "EmperorIncomePaid" not in types(tx)

@@ -144,7 +144,7 @@ def test_wrong_actor_and_stale_event_change_nothing(app):
 
 
 def test_a_privately_impossible_purchase_reads_the_same_for_everyone(app):
-    room, event = start(app, seats=seats(harkonnen={"spice": 2, "hand": []}))
+    room, event = start(app, seats=seats(harkonnen={"spice": 2, "hand": [], "ally": "ecaz"}))
     result = ok(decide(app, room, event, "harkonnen"))
     assert [e["type"] for e in result["events"]] == [
         "AmbassadorTriggered", "AmbassadorNoEffect", "AmbassadorEntryClosed", "WormResumed"]

@@ -288,7 +288,10 @@ CONTRADICTIONS = [
      "reservations: fremen has no seat"),
     ("an ally that is not reciprocal",
      with_seat(allied((0, "emperor"), (1, "harkonnen")), "fremen"),
-     "the alliance of richese and emperor is not reciprocal"),
+     "seats: the alliance of richese and emperor is not reciprocal"),
+    # Issue 24.16 (RULES 8): once filled in as shorthand, now refused.
+    ("an ally named on one side", allied((0, "emperor")),
+     "seats: the alliance of richese and emperor is not reciprocal"),
     ("one ally named by two seats", allied((0, "harkonnen"), (1, "harkonnen")),
      "seats: harkonnen is named as the ally of 2 seats"),
     ("an ally of itself", allied((0, "richese")), "richese is named as its own ally"),
@@ -357,7 +360,6 @@ def test_records_that_contradict_each_other_are_refused(raw, message):
 
 
 AGREEMENTS = [
-    ("an ally named on one side", allied((0, "emperor"))),
     ("an alliance named on both sides", allied((0, "emperor"), (1, "richese"))),
     ("reservations adding up to the seat's spice",
      layout(reservations=[{"faction": "harkonnen", "amount": 4, "reason": "auction"},
@@ -384,8 +386,9 @@ def test_records_that_agree_are_accepted(raw):
     build_room(parse_layout(raw), "room-1", Counting())
 
 
-def test_a_one_sided_alliance_is_filled_in():
-    state = build_room(parse_layout(allied((0, "emperor"))), "room-1", Counting()).state
+def test_an_alliance_named_on_both_sides_is_kept():
+    state = build_room(parse_layout(allied((0, "emperor"), (1, "richese"))), "room-1",
+                       Counting()).state
     assert {s["faction"]: s["ally"] for s in state["seats"]} == {
         "richese": "emperor", "emperor": "richese", "harkonnen": None}
 
@@ -420,7 +423,7 @@ def extreme_layout() -> dict[str, Any]:
     top = {"spice": SPICE_MAX}
     raw = ambassador_layout(seats=ambassador_seats(
         ecaz={**top, "hand": [], "ally": "harkonnen"},
-        harkonnen={**top, "hand": ["crysknife", "stunner"]},
+        harkonnen={**top, "hand": ["crysknife", "stunner"], "ally": "ecaz"},
         emperor={**top, "hand": ["karama-1"]},
         atreides={**top, "hand": []}))
     raw.update(bank=SPICE_MAX, seed=COUNT_MAX, turn=COUNT_MAX,

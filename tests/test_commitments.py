@@ -26,6 +26,7 @@ def committed(kind, card=BOX):
     raw = layout(commitments=[{"card": card, "kind": kind}])
     raw["seats"][0]["hand"] = [BOX, "crysknife", "distrans"]
     raw["seats"][0]["ally"] = "emperor"
+    raw["seats"][1]["ally"] = "richese"
     raw["seats"][1]["hand"] = ["karama-1", "truthtrance-1"]
     return raw
 

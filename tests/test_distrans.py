@@ -10,6 +10,7 @@ from tests.rules_support import (
     assert_lock_round_trip,
     code,
     layout,
+    rejected,
     run,
     state_of,
     types,
@@ -89,6 +90,7 @@ def test_the_receiver_needs_room():
 def test_a_card_under_gift_offer_is_reserved():
     raw = holding()
     raw["seats"][0]["ally"] = "emperor"
+    raw["seats"][1]["ally"] = "richese"
     state = state_of(raw)
     state = run(state, "richese", {"type": "offer_gift", "card": "crysknife",
                                    "to": "emperor"}).state
@@ -104,3 +106,18 @@ def test_distrans_under_the_search_lock():
     # The reserved Box left with the search; the other cards are where they were.
     assert closed.seat("richese").hand[:2] == ["crysknife", DISTRANS]
     assert types(give(closed)) == ["CardGiven", "CardDiscarded"]
+
+
+def test_one_message_for_a_card_not_in_hand_wherever_it_is():
+    """Issue 24.15: a card in the Richese cache, in another hand or in the deck is
+    refused alike, and the message never repeats the card sent."""
+    state = state_of(holding())
+    refusals = {}
+    for where, card in (("cache", "semuta-drug"), ("hand", "karama-1"), ("deck", "lasgun")):
+        assert card in (state.cache if where == "cache" else state.deck if where == "deck"
+                        else state.seat("emperor").hand)
+        r = rejected(state, "richese", {"type": "distrans", "card": DISTRANS, "give": card,
+                                        "to": "emperor"})
+        assert card not in r.message
+        refusals[where] = (r.code, r.message)
+    assert len(set(refusals.values())) == 1 and refusals["cache"][0] == "not_in_hand"

@@ -398,7 +398,8 @@ def test_a_seeded_room_has_nothing_to_verify(app):
 def test_seeded_rooms_append_exactly_the_facts_they_did_before_fair_dealing():
     """Every scripted play of scripts/make_golden.py (all seeded) appends the same facts,
     byte for byte, as the code before fair dealing did (tests/fairness/seeded-before.json,
-    written by tests/fairness/seeded_facts.py at 0d2db45)."""
+    written by tests/fairness/seeded_facts.py at a493917, the rules of issue 24 without
+    fair dealing)."""
     before = json.loads((ROOT / "tests" / "fairness" / "seeded-before.json").read_text())
     assert json.loads(json.dumps(played(ROOT))) == before
 

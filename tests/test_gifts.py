@@ -23,6 +23,7 @@ from tests.rules_support import (
 def allied(**changes):
     raw = layout(**changes)
     raw["seats"][0]["ally"] = "emperor"
+    raw["seats"][1]["ally"] = "richese"
     return raw
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from domain.actions import actions
 from domain.nullentropy import candidates
 from tests.rules_support import (
     BOX,
@@ -11,6 +12,7 @@ from tests.rules_support import (
     code,
     layout,
     open_search,
+    rejected,
     run,
     state_of,
     types,
@@ -114,3 +116,26 @@ def test_guild_stop_under_the_search_lock():
     assert closed.shipping_costs == state.shipping_costs
     assert types(stop(closed)) == ["ShipmentStopped", "ShippingCostRefunded"]
     assert closed.discard[-1] == BOX
+
+
+def test_the_capacity_check_applies_whatever_the_box_took():
+    """Issue 24.5: with the creator at its limit, the Guild learns nothing of the search
+    (RULES 3.5): the same refusal and the same actions whichever card the Box took."""
+    raw = shipped()
+    raw["seats"][-1]["hand"] = ["stunner", "kulon", "hajr", "lasgun"]
+    searching = open_search(state_of(raw))
+    seen = []
+    for pick in ("karama-2", "shield-1"):
+        closed = close_search(searching, pick).state
+        refusal = rejected(closed, "guild", {"type": "guild_stop", "card": "karama-2"})
+        stops = [a for a in actions(closed, "guild") if a["type"] == "guild_stop"]
+        seen.append((refusal.code, refusal.message, stops))
+    assert seen[0] == seen[1] and seen[0][0] == "hand_over_limit" and seen[0][2] == []
+
+
+def test_an_accepted_stop_of_a_claimed_record_refunds_nothing_and_spends_the_stop():
+    claimed = close_search(open_search(state_of(shipped())), "karama-2").state
+    tx = stop(claimed)
+    assert types(tx) == ["ShipmentStopped"] and tx.events[0].public()["refunded"] is False
+    assert code(tx.state, "guild", {"type": "guild_stop", "card": "karama-2"}) == \
+        "already_stopped"

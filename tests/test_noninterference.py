@@ -1,15 +1,26 @@
 """Noninterference (RULES 7): nothing hidden can be inferred from what a seat is shown.
 
-A generated room and its twin differ only in hidden information: two cards
-swapped between hidden zones (two hands, a hand and the deck, two deck
-positions, two positions of the pile below its top: which cards the pile
-holds is public, every one of them was discarded face up) or spice moved
-between what two seats privately hold (totals kept). The same commands
-run on both, each decided with the same seeded randomness and the same clock;
-a command is skipped only when it names a card that differs. After every
+A generated room and its twin differ in one hidden fact: two cards swapped
+between hidden zones (two hands, a hand and the deck, two deck positions, the
+pile below its top and the pile, the deck or a hand: a layout's initial pile
+is unseen below its top, RULES 7), so who holds a Karama or Semuta differs;
+spice moved between what two seats privately hold (totals kept); or what a
+Box search took (the twin selects another candidate). The same commands run
+on both, each decided with the same seeded randomness and the same clock; a
+command is skipped only when it names a card that differs. After every
 command the public view, the public log (through the projector's own
 function), the public part of the result and the version must be the same,
 and so must the view of every seat that holds neither differing card.
+
+What each seat is told must match too (issue 24.7): after every command every
+seat sends a probe set (each command type with each card id that matters, and
+at the end with every card id of the room) to both rooms, and the outcome
+(accepted, or the code and message of the refusal) must be the same; a seat
+that knows the differing fact is excused only for probes and `actions` that
+name a differing card (or, when its own spice differs, entirely). No refusal
+message repeats a card id it was sent. The differences the rules themselves
+make public are listed in one place, `PUBLIC_BY_RULES`, with their RULES
+reference: there the pair stops being compared.
 
 A Box selection is a private choice: at every `select_card` the test also
 decides the other candidates on the same state and requires the same public
@@ -32,12 +43,14 @@ from hypothesis import strategies as st
 
 from application.stream import Recorded
 from domain import views
+from domain.actions import Accepted, Probe, actions
 from domain.catalog import CARDS, hand_limit, room_cards
 from domain.commands import parse_command
 from domain.errors import Rejection
 from domain.layout import build_room, parse_layout
 from domain.nullentropy import candidates
-from domain.rules import apply, decide, initial_state
+from domain.rules import admit, apply, decide, initial_state
+from domain.semuta import bound_cards as semuta_bound
 from domain.state import RoomState
 from infrastructure.randomness import Source
 from projections.projectors import public_entry_text
@@ -76,52 +89,76 @@ def pending(state: RoomState) -> str:
 
 
 @st.composite
-def rooms(draw: Any) -> tuple[dict[str, Any], dict[str, Any], set[str], set[str]]:
-    """A layout, its twin, the cards that differ and the seats whose spice differs."""
+def rooms(draw: Any) -> tuple[dict[str, Any], dict[str, Any], set[str], set[str], bool]:
+    """A layout, its twin, the cards that differ, the seats whose spice differs, and
+    whether the twin's first Box selection takes another card."""
     rnd = draw(st.randoms(use_true_random=False))
-    extra = [f for f in OPTIONAL if draw(st.booleans())]
+    kind = draw(st.integers(0, 5))
+    # Half the search twins: a shipping cost below the pile's top, the Guild seated,
+    # advanced rules (what the Box took decides the Guild's refund, RULES 3.5); the
+    # other half: Semuta in a hand (a window may be open when the search begins).
+    shipping = kind == 5 and rnd.random() < 0.5
+    extra = [f for f in OPTIONAL if draw(st.booleans()) or (shipping and f == "guild")]
     factions = ["richese", "emperor", "harkonnen", *extra]
     expansions = ["choam_richese"] + (["ecaz_moritani"] if "ecaz" in factions else [])
     ids = [c.id for c in room_cards(tuple(expansions))]
     rnd.shuffle(ids)
     # Semuta less often: a window after every discard would hold the slot most of the run.
-    hot = [cid for cid in HOT if rnd.random() < (0.35 if cid == SEMUTA else 0.8)]
+    hot = [cid for cid in HOT if rnd.random() < (0.35 if cid == SEMUTA else 0.8)
+           or (kind == 5 and cid == BOX) or (kind == 5 and not shipping and cid == SEMUTA)]
+    hot = [cid for cid in hot if not (shipping and cid == "karama-2")]
     pool = hot + [cid for cid in ids if cid not in hot]
     seats = []
     for f in factions:
-        n = rnd.randint(0, min(4, hand_limit(f)))
+        # A search twin: Richese holds the Box (the first hot card).
+        n = rnd.randint(1 if kind == 5 and f == "richese" else 0, min(4, hand_limit(f)))
         hand, pool = pool[:n], pool[n:]
         seats.append({"faction": f, "spice": rnd.randint(30, 40), "hand": hand})
     rest = [cid for cid in pool if CARDS[cid].zone != "cache"
             or (cid != SEMUTA and rnd.random() < 0.5)]
     rnd.shuffle(rest)
-    n_pile = rnd.randint(0, 6)
+    n_pile = rnd.randint(3 if kind == 5 else 0, 6)
     pile, rest = rest[:n_pile], rest[n_pile:]
+    if shipping and "karama-2" in rest:
+        rest.remove("karama-2")
+        pile.insert(0, "karama-2")
     cache = [cid for cid in ids if CARDS[cid].zone == "cache"
              and cid not in pile and all(cid not in s["hand"] for s in seats)
              and cid not in rest]
     deck = [cid for cid in rest]
     seat_of = {s["faction"]: s for s in seats}
     seat_of["richese"]["ally"] = "emperor"
+    seat_of["emperor"]["ally"] = "richese"
     raw: dict[str, Any] = {
-        "mode": draw(st.sampled_from(["advanced", "advanced", "basic"])),
+        "mode": "advanced" if shipping else draw(st.sampled_from(["advanced", "advanced",
+                                                                   "basic"])),
         "expansions": expansions, "seed": 3, "bank": 100, "turn": 2, "phase": 6,
         "seats": seats, "discard": pile, "deck": deck, "richese_cache": cache,
     }
     karamas = [cid for cid in pile[:-1] if CARDS[cid].is_karama]
     if karamas:
-        raw["shipping_costs"] = [{"card": karamas[0], "creator": "harkonnen",
-                                  "beneficiary": "harkonnen", "price": 4}]
+        # A creator with a hand limit of 4 is often at it: the capacity check matters.
+        creator = rnd.choice(factions)
+        raw["shipping_costs"] = [{"card": karamas[0], "creator": creator,
+                                  "beneficiary": creator, "price": 4}]
+        hand = seat_of[creator]["hand"]
+        if rnd.random() < 0.5:
+            while len(hand) < min(4, hand_limit(creator)) and deck:
+                hand.append(deck.pop())
     if "ecaz" in factions:
         seat_of["ecaz"]["ally"] = "harkonnen"
+        seat_of["harkonnen"]["ally"] = "ecaz"
         raw["ambassadors"] = {
             "placed": [{"token": "richese", "territory": "arrakeen"},
                        {"token": "bene_gesserit", "territory": "carthag"}],
             "cohort": ["richese", "bene_gesserit", "fremen", "guild", "ixians"],
             "copy_pool": ["emperor", "choam", "atreides"],
         }
-    twin, differ, spice = make_twin(raw, draw(st.integers(0, 4)), rnd)
-    return raw, twin, differ, spice
+    if kind == 5:
+        # What a search took: the same layout, the twin selects another candidate.
+        return raw, raw, set(), set(), True
+    twin, differ, spice = make_twin(raw, kind, rnd)
+    return raw, twin, differ, spice, False
 
 
 def make_twin(raw: dict[str, Any], kind: int, rnd: random.Random
@@ -129,7 +166,9 @@ def make_twin(raw: dict[str, Any], kind: int, rnd: random.Random
     twin = {**raw, "seats": [{**s, "hand": list(s["hand"])} for s in raw["seats"]],
             "discard": list(raw["discard"]), "deck": list(raw["deck"])}
     hands = [s["hand"] for s in twin["seats"] if s["hand"]]
-    below_top = twin["discard"][:-1]
+    # A shipping cost lies in the pile by public record (RULES 3.5): never moved.
+    costs = {sc["card"] for sc in twin.get("shipping_costs", [])}
+    below_top = [i for i, cid in enumerate(twin["discard"][:-1]) if cid not in costs]
     hot = [h for h in hands if set(h) & set(HOT)]
     if hot and rnd.random() < 0.7:
         # Most swaps move a card the rules react to (a Karama, Semuta, the Box).
@@ -146,9 +185,20 @@ def make_twin(raw: dict[str, Any], kind: int, rnd: random.Random
     elif kind == 2 and len(twin["deck"]) >= 2:
         i, j = rnd.sample(range(len(twin["deck"])), 2)
         places = [(twin["deck"], i), (twin["deck"], j)]
-    elif kind == 3 and len(below_top) >= 2:
-        i, j = rnd.sample(range(len(below_top)), 2)
-        places = [(twin["discard"], i), (twin["discard"], j)]
+    elif kind == 3 and below_top:
+        # The pile below its top is unseen (RULES 7): against another pile position,
+        # the deck or a hand.
+        others: list[tuple[list[str], int]] = [
+            *((twin["discard"], j) for j in below_top),
+            *((twin["deck"], j) for j in range(len(twin["deck"]))),
+            *((h, j) for h in hands for j in range(len(h)))]
+        i = rnd.choice(below_top)
+        other = rnd.choice([o for o in others if o != (twin["discard"], i)] or [None])
+        semuta = [(h, h.index(SEMUTA)) for h in hands if SEMUTA in h]
+        if semuta and rnd.random() < 0.6:
+            other = semuta[0]  # in the pile unseen or in a hand: a window opens alike
+        if other is not None:
+            places = [(twin["discard"], i), other]
     if places:
         (la, ia), (lb, ib) = places
         la[ia], lb[ib] = lb[ib], la[ia]
@@ -348,11 +398,6 @@ def involved(side: RoomState, differ: set[str], spice: set[str]) -> set[str]:
     return out
 
 
-def exposed(state: RoomState, differ: set[str]) -> bool:
-    """A differing card has become public by the rules themselves (the pile's top)."""
-    return bool(state.discard) and state.discard[-1] in differ
-
-
 def check_private_choice(state: RoomState, actor: str, command: dict[str, Any],
                          result: dict[str, Any], seed: int, now: datetime) -> None:
     """Every other candidate of a selection gives the same public record."""
@@ -373,17 +418,52 @@ step = st.tuples(st.integers(0, 12), st.sampled_from(WEIGHTED), st.integers(0, 2
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pair=rooms(), steps=st.lists(step, min_size=1, max_size=24))
-def test_twins_differing_in_hidden_information_look_the_same(pair, steps):
-    run_pair(*pair, steps, steps_are_generated=True)
+@given(pair=rooms(), steps=st.lists(step, min_size=1, max_size=24), at=st.integers(0, 24))
+def test_twins_differing_in_hidden_information_look_the_same(pair, steps, at):
+    raw, twin, differ, spice, alt_select = pair
+    if alt_select:
+        # Harkonnen discards (a Semuta window may open), then the Box holder searches
+        # (seat 12: the natural actor), somewhere in the run.
+        steps = [*steps[:at], (2, "discard", at), (12, "begin", 0), (12, "select", at),
+                 *steps[at:]]
+    run_pair(raw, twin, differ, spice, steps, alt_select=alt_select, steps_are_generated=True)
+
+
+# The differences the rules themselves make public (RULES 7: "not leaks"): the one
+# place the test allows the twins to part. Each returns True when it applies.
+def _pile_top(a: RoomState, b: RoomState, differ: set[str], command: dict[str, Any],
+              ra: dict[str, Any], rb: dict[str, Any]) -> bool:
+    return any(bool(s.discard) and s.discard[-1] in differ for s in (a, b))
+
+
+def _guild_refund(a: RoomState, b: RoomState, differ: set[str], command: dict[str, Any],
+                  ra: dict[str, Any], rb: dict[str, Any]) -> bool:
+    stops = [e for r in (ra, rb) for e in r.get("events", []) if e["type"] == "ShipmentStopped"]
+    return command.get("type") == "guild_stop" and ra["ok"] and rb["ok"] and \
+        len({e["refunded"] for e in stops}) == 2
+
+
+PUBLIC_BY_RULES = {
+    "RULES 7: the top of the discard pile is public": _pile_top,
+    "RULES 3.5, 7: a Guild stop that refunds moves the card to its creator's hand "
+    "for all to count (a claimed record refunds nothing)": _guild_refund,
+}
+
+
+def made_public(a: RoomState, b: RoomState, differ: set[str], command: dict[str, Any],
+                ra: dict[str, Any], rb: dict[str, Any]) -> str | None:
+    return next((why for why, applies in PUBLIC_BY_RULES.items()
+                 if applies(a, b, differ, command, ra, rb)), None)
 
 
 def run_pair(raw: dict[str, Any], twin_raw: dict[str, Any], differ: set[str], spice: set[str],
-             steps: list[tuple[Any, str, int]], steps_are_generated: bool = False
-             ) -> tuple[Side, Side]:
+             steps: list[tuple[Any, str, int]], alt_select: bool = False,
+             steps_are_generated: bool = False) -> tuple[Side, Side]:
     """Run `steps` (a seat number, or a faction) on both rooms, checking after each;
+    `alt_select`: the twin's first Box selection takes another candidate;
     `steps_are_generated`: inside hypothesis, which counts the accepted commands."""
     a, b = Side(raw), Side(twin_raw)
+    differ = set(differ)
     factions = [s.faction for s in a.state.seats]
     now = T0
     for i, (who, action, pick) in enumerate(steps):
@@ -403,27 +483,136 @@ def run_pair(raw: dict[str, Any], twin_raw: dict[str, Any], differ: set[str], sp
             command = command_for(a.state, actor, action, pick) or {}
             if named_cards(command) & differ:
                 continue
+            twin_command = command
+            if alt_select and command["type"] == "select_card":
+                offered = candidates(b.state, actor) or []
+                # Most often one side takes a card another rule watches: a shipping cost,
+                # or a card a Semuta window is bound to (if it were offered).
+                watched = [c for c in offered if c in {sc.card for sc in a.state.shipping_costs}
+                           | semuta_bound(a.state)]
+                if watched and pick % 4:
+                    command = {**command, "card": watched[pick % len(watched)]}
+                other = [c for c in offered if c != command["card"]]
+                if other:
+                    twin_command = {**command, "card": other[pick % len(other)]}
+                    differ |= {command["card"], twin_command["card"]}
+                    alt_select = False
+                    if steps_are_generated:
+                        count_case("twin: the search took another card")
             before = a.state
             ra = a.run(actor, command, i, now)
-            rb = b.run(actor, command, i, now)
+            rb = b.run(actor, twin_command, i, now)
             check_private_choice(before, actor, command, ra, i, now)
         if ra["ok"] and steps_are_generated:
             count_case(f"accepted: {command.get('type', 'window_deadline')}")
+        if made_public(a.state, b.state, differ, command, ra, rb):
+            return a, b  # the rules showed a differing fact to everyone: the pair parted
         quiet = involved(a.state, differ, spice) | involved(b.state, differ, spice)
-        if actor in quiet:
+        if actor in spice:
             assert (ra["ok"], ra["version"], ra.get("events")) == \
                    (rb["ok"], rb["version"], rb.get("events")), (actor, command)
         else:
+            # The code and message of a refusal too: the command names no differing card.
             assert ra == rb, (actor, command)
         assert a.state.version == b.state.version
-        if exposed(a.state, differ) or exposed(b.state, differ):
-            return a, b  # the rules showed a differing card to everyone: the pair diverged
         assert views.public_view(a.state) == views.public_view(b.state), (actor, command)
         assert a.log == b.log, (actor, command)
         for f in factions:
             if f not in quiet:
                 assert views.seat_view(a.state, f) == views.seat_view(b.state, f), (f, command)
+            elif f not in spice:
+                assert own_actions(a.state, f, differ) == own_actions(b.state, f, differ), f
+        check_probes(a.state, b.state, factions, quiet, spice, differ, every_card=False)
+    quiet = involved(a.state, differ, spice) | involved(b.state, differ, spice)
+    check_probes(a.state, b.state, factions, quiet, spice, differ, every_card=True)
     return a, b
+
+
+# --- the probe set: what each seat is told when it asks --------------------------------
+
+
+def own_actions(state: RoomState, faction: str, differ: set[str]) -> list[dict[str, Any]]:
+    """A seat's `actions`, less those naming a card that differs (its own to know)."""
+    return [act for act in actions(state, faction) if not named_cards(act) & differ]
+
+
+def probe_commands(state: RoomState, me: str, cards: list[str]) -> list[dict[str, Any]]:
+    """Each command type, with each card id of `cards` where it takes one."""
+    others = [s.faction for s in state.seats if s.faction != me]
+    to = state.seat(me).ally or others[0]
+    w = state.control.response
+    event = w.event if w is not None else "e1"
+    search = state.search.event if state.search is not None else "e1"
+    question = str((state.truthtrance or {}).get("event", "e1"))
+    d = state.control.decision
+    decision = d.event if d is not None else "e1"
+    out: list[dict[str, Any]] = [
+        {"type": "set_autopilot", "enabled": True, "profile": "easy"},
+        {"type": "ambassador_decide", "event": decision, "trigger": True,
+         "beneficiary": "ecaz"},
+        {"type": "ambassador_decide", "event": decision, "trigger": False},
+        {"type": "ambassador_copy", "event": decision, "token": "richese"},
+        {"type": "draw"}, {"type": "respond", "event": event, "action": "pass"},
+        {"type": "semuta", "event": event, "action": "pass"},
+        {"type": "answer_gift", "event": event, "accept": True},
+        {"type": "answer_truthtrance", "event": question, "answer": "yes"},
+        {"type": "enter_territory", "territory": "arrakeen", "via": "shipment"}]
+    for cid in cards:
+        out += [
+            {"type": "begin_search", "card": cid},
+            {"type": "select_card", "search": search, "card": cid},
+            {"type": "discard", "card": cid},
+            {"type": "distrans", "card": "distrans", "give": cid, "to": to},
+            {"type": "offer_gift", "card": cid, "to": to},
+            {"type": "ask_truthtrance", "card": cid, "target": others[0], "question": "?"},
+            {"type": "respond", "event": event, "action": "karama", "card": cid},
+            {"type": "semuta", "event": event, "action": "take", "card": cid},
+            {"type": "guild_stop", "card": cid},
+            {"type": "answer_truthtrance", "event": question, "answer": "no",
+             "promise": {"box": cid}}]
+    return out
+
+
+_PARSED: dict[str, Any] = {}
+
+
+def outcome(state: RoomState, actor: str, command: dict[str, Any]) -> Any:
+    """Accepted, or the refusal's code and message: asked as `domain.actions` asks,
+    on a probe that stops at the first event (handlers validate before they emit)."""
+    key = repr(sorted(command.items()))
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        parsed = _PARSED[key] = parse_command(command)
+    try:
+        admit(state, actor, parsed)(Probe(state), actor, parsed)
+    except Rejection as r:
+        return r.code, r.message
+    except Accepted:
+        return "accepted"
+    return "emits nothing"
+
+
+def check_probes(a: RoomState, b: RoomState, factions: list[str], quiet: set[str],
+                 spice: set[str], differ: set[str], every_card: bool) -> None:
+    if every_card:
+        cards = [c.id for c in room_cards(tuple(a.expansions))]
+    else:
+        # The cards that matter now: the differing ones, those the rules react to, an
+        # open window's, the shipping costs'.
+        w = a.control.response
+        cards = sorted(differ | set(HOT) | set((w.data.get("cards") or []) if w else [])
+                       | {sc.card for sc in a.shipping_costs})
+    for f in factions:
+        if f in spice:
+            continue  # its own spice decides what it may pay: its own to know
+        for command in probe_commands(a, f, cards):
+            if f in quiet and named_cards(command) & differ:
+                continue
+            seen = outcome(a, f, command), outcome(b, f, command)
+            assert seen[0] == seen[1], (f, command, seen)
+            if seen[0] != "accepted":
+                # Messages never repeat the value sent (docs/input.md).
+                assert not any(c in seen[0][1] for c in named_cards(command)), seen[0]
 
 
 # --- each leak of issue 17, as a pair (each failed before its fix) ------------------------
@@ -437,7 +626,8 @@ def small(**changes: Any) -> dict[str, Any]:
         "seats": [
             {"faction": "richese", "spice": 30, "hand": [BOX, "crysknife", "baliset"],
              "ally": "emperor"},
-            {"faction": "emperor", "spice": 30, "hand": [SEMUTA, "karama-1"]},
+            {"faction": "emperor", "spice": 30, "hand": [SEMUTA, "karama-1"],
+             "ally": "richese"},
             {"faction": "harkonnen", "spice": 30, "hand": ["shield-2", "kulon"]},
         ],
         "discard": ["shield-1", "karama-2", "maula-pistol"],
@@ -484,7 +674,8 @@ def ambassador_room() -> dict[str, Any]:
     ids = [c.id for c in room_cards(("choam_richese", "ecaz_moritani"))]
     seats = [
         {"faction": "ecaz", "spice": 30, "hand": ["baliset"], "ally": "harkonnen"},
-        {"faction": "harkonnen", "spice": 30, "hand": ["crysknife", "stunner"]},
+        {"faction": "harkonnen", "spice": 30, "hand": ["crysknife", "stunner"],
+         "ally": "ecaz"},
         {"faction": "emperor", "spice": 30, "hand": ["kulon"]},
         {"faction": "atreides", "spice": 30, "hand": ["karama-2", "shield-1"]},
     ]
@@ -515,6 +706,48 @@ def test_a_window_past_its_deadline_closes_the_same_in_both_rooms():
     run_pair(raw, twin, {"karama-2", "kulon"}, set(),
              [("atreides", "enter", 0), ("ecaz", "decide", 2), ("emperor", "respond", 0),
               ("ecaz", "deadline", 2), ("ecaz", "deadline", 2), ("ecaz", "deadline", 2)])
+
+
+# --- each leak of issue 24, as a pair (each failed before its fix) ------------------------
+
+
+def test_the_semuta_holder_is_told_the_same_whatever_the_box_took():
+    """24.4: Harkonnen's discard opens a window the Box search suspends; whichever card
+    the search takes, the holder's actions and refusals are the same (RULES 3.6)."""
+    raw = small()
+    a, b = run_pair(raw, raw, set(), set(),
+                    [("harkonnen", "discard", 1), ("richese", "begin", 0),
+                     ("richese", "select", 1)], alt_select=True)
+    assert a.state.search is None and a.state.control.response.kind == "semuta"
+    assert a.state.seat("richese").hand != b.state.seat("richese").hand
+
+
+def test_the_guild_is_told_the_same_whatever_the_box_took():
+    """24.5: the cost's creator at its hand limit; the Box takes the cost card in one
+    room and another card in the twin: the Guild's stop is refused alike (RULES 3.5)."""
+    seats = [*small()["seats"][:2],
+             {"faction": "harkonnen", "spice": 30, "hand": [
+                 "shield-2", "stunner", "chaumas", "slip-tip", "snooper-1", "snooper-2",
+                 "snooper-3", "snooper-4"]},
+             {"faction": "guild", "spice": 30, "hand": ["kulon"]}]
+    raw = small(seats=seats, shipping_costs=[{"card": "karama-2", "creator": "harkonnen",
+                                              "beneficiary": "harkonnen", "price": 4}])
+    a, b = run_pair(raw, raw, set(), set(),
+                    [("richese", "begin", 0), ("richese", "select", 1),
+                     ("guild", "guild_stop", 0)], alt_select=True)
+    took = {a.state.seat("richese").hand[-1], b.state.seat("richese").hand[-1]}
+    assert "karama-2" in took and len(took) == 2
+
+
+def test_semuta_below_the_top_of_a_layout_pile_opens_the_window_as_in_a_hand():
+    """24.6: Semuta staged below the pile's top, or in a hand: the same public record
+    (RULES 7: the initial pile is unseen below its top)."""
+    raw = small()
+    twin = {**raw, "seats": [{**s, "hand": list(s["hand"])} for s in raw["seats"]],
+            "discard": list(raw["discard"])}
+    twin["seats"][1]["hand"][0], twin["discard"][0] = twin["discard"][0], SEMUTA
+    a, _ = run_pair(raw, twin, {SEMUTA, "shield-1"}, set(), [("harkonnen", "discard", 1)])
+    assert a.state.control.response.kind == "semuta"
 
 
 # --- room at: a version inside an append shows the state after it (app level) -------------

@@ -433,7 +433,8 @@ TRUTH_AND_GIFT: dict[str, Any] = {
     "seats": [
         {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"],
          "ally": "emperor"},
-        {"faction": "emperor", "spice": 10, "hand": ["karama-1", "truthtrance-1"]},
+        {"faction": "emperor", "spice": 10, "hand": ["karama-1", "truthtrance-1"],
+         "ally": "richese"},
         {"faction": "harkonnen", "spice": 6, "hand": ["shield-2", "chaumas"]},
     ],
     "discard": ["shield-1", "maula-pistol", "baliset"],

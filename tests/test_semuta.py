@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from application.audit import audit_room
+from domain.actions import actions
+from domain.nullentropy import candidates
 from domain.state import Commitment
 from domain.views import public_view, seat_view
 from infrastructure.storage import open_rooms
@@ -140,11 +142,29 @@ def test_a_committed_semuta_in_a_hand_still_opens_a_window():
 def test_no_window_while_semuta_is_publicly_out_of_reach():
     in_cache = state_of(layout())  # the cache holds every cache card not placed
     assert SEMUTA in in_cache.cache
-    in_pile = state_of(layout(discard=["shield-1", SEMUTA, "maula-pistol", "baliset"]))
+    on_top = state_of(layout(discard=["shield-1", "maula-pistol", "baliset", SEMUTA]))
     removed = state_of(layout(removed=[SEMUTA]))
-    for state in (in_cache, in_pile, removed):
+    for state in (in_cache, on_top, removed):
         assert types(run(state, "harkonnen", {"type": "discard", "card": "chaumas"})) == \
             ["CardDiscarded"]
+
+
+def test_semuta_below_the_top_of_a_layout_pile_is_unseen():
+    """Issue 24.6 (RULES 7): the initial pile below its top is unseen, so the window
+    opens exactly as if Semuta were in the deck, and the public record is the same."""
+    cache = [c for c in state_of(layout()).cache if c != SEMUTA]
+    in_pile = layout(discard=["shield-1", SEMUTA, "maula-pistol", "baliset"],
+                     richese_cache=cache)
+    in_deck = layout(discard=["shield-1", "kulon", "maula-pistol", "baliset"],
+                     richese_cache=cache)
+    assert SEMUTA in state_of(in_deck).deck
+    seen = []
+    for raw in (in_pile, in_deck):
+        tx = run(state_of(raw), "harkonnen", {"type": "discard", "card": "chaumas"})
+        seen.append(([(e.type, e.public()) for e in tx.events], public_view(tx.state),
+                     seat_view(tx.state, "richese")))
+    assert seen[0][0][-1][0] == "SemutaWindowOpened"
+    assert seen[0] == seen[1]
 
 
 @pytest.mark.parametrize(("why", "actor", "command", "expected"), [
@@ -220,21 +240,50 @@ def test_a_search_suspends_the_window_and_restores_it_exactly():
     assert BOX in semuta(passed, "take", BOX).state.seat("emperor").hand
 
 
-def test_a_card_retrieved_during_the_suspension_cannot_be_taken():
+def test_the_cards_of_a_suspended_window_are_not_candidates():
+    """Issue 24.4: the holder's take never depends on what the search took (RULES 3.6)."""
     state = run(state_of(with_semuta()), "harkonnen",
                 {"type": "discard", "card": "chaumas"}).state
-    tx = close_search(open_search(state), "chaumas")
-    # The restored window stays open: that its card left the pile is the searcher's
-    # secret (RULES 3.4). The Box's window waits behind it.
-    assert types(tx)[-1] == "SemutaReactionQueued"
-    restored = tx.state
-    assert window(restored).data["cards"] == ["chaumas"]
-    assert public_view(restored)["semuta"]["cards"][0]["id"] == "chaumas"
-    assert code(restored, "emperor", {"type": "semuta", "event": window(restored).event,
-                                      "action": "take", "card": "chaumas"}) == "stale_event"
-    passed = semuta(semuta(restored, "pass").state, "pass", actor="richese").state
-    assert window(passed).data["cards"] == [BOX]
-    assert "chaumas" in passed.seat("richese").hand
+    searching = open_search(state)
+    assert "chaumas" in searching.discard
+    assert "chaumas" not in candidates(searching, "richese")
+    assert code(searching, "richese", {"type": "select_card", "search": searching.search.event,
+                                       "card": "chaumas"}) == "not_eligible"
+    # Whatever the Box takes, the holder is offered the same take and it is accepted.
+    takes = []
+    for pick in candidates(searching, "richese"):
+        restored = close_search(searching, pick).state
+        offered = [a for a in actions(restored, "emperor") if a["type"] == "semuta"]
+        takes.append(offered)
+        taken = semuta(restored, "take", "chaumas").state
+        assert "chaumas" in taken.seat("emperor").hand
+    assert len(takes) > 1 and all(t == takes[0] for t in takes)
+    assert {"type": "semuta", "event": window(state).event, "action": "take",
+            "card": "chaumas"} in takes[0]
+
+
+def test_a_pile_of_only_bound_cards_has_nothing_eligible():
+    # The window is public, so refusing for it tells nothing (RULES 3.1 step 5).
+    raw = with_semuta(discard=[])
+    state = run(state_of(raw), "harkonnen", {"type": "discard", "card": "chaumas"}).state
+    assert state.discard == ["chaumas"]
+    assert code(state, "richese", {"type": "begin_search", "card": BOX}) == "no_eligible_card"
+    assert seat_view(state, "richese")["nullentropy"]["blocked"] == "no_eligible_card"
+    # One eligible card besides the bound one: selected in the same command.
+    state = run(state_of(with_semuta(discard=["baliset"])), "harkonnen",
+                {"type": "discard", "card": "chaumas"}).state
+    tx = run(state, "richese", {"type": "begin_search", "card": BOX})
+    assert "CardRetrieved" in types(tx) and "baliset" in tx.state.seat("richese").hand
+    assert "chaumas" in tx.state.discard
+
+
+def test_a_queued_window_binds_its_cards_too():
+    state = state_of(with_semuta())
+    first = run(state, "harkonnen", {"type": "discard", "card": "chaumas"}).state
+    second = run(first, "richese", {"type": "discard", "card": "crysknife"}).state
+    assert second.semuta["queue"][0]["data"]["cards"] == ["crysknife"]
+    searching = open_search(second)
+    assert not {"chaumas", "crysknife"} & set(candidates(searching, "richese"))
 
 
 def test_the_truthtrance_discard_waits_for_the_answer():

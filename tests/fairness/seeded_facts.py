@@ -1,6 +1,7 @@
 """The facts a seeded room's plays append, as JSON text: run by tests/test_fairness.py at
-this code and, once, at the code before fair dealing (0d2db45), which wrote
-tests/fairness/seeded-before.json. Stdlib and the project only, so it runs at both."""
+this code and, once, at the code before fair dealing (a493917: the rules of issue 24, not yet
+fair dealing), which wrote tests/fairness/seeded-before.json. Stdlib and the project only,
+so it runs at both."""
 
 from __future__ import annotations
 
