@@ -44,6 +44,7 @@ BIGINT = struct.Struct("!q")
 PREPARED: WeakKeyDictionary[pq.abc.PGconn, set[bytes]] = WeakKeyDictionary()
 SUCCEEDED = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 PREPARED_STATEMENT_GONE = b"26000"  # invalid_sql_statement_name
+READ_ONLY = b"25006"  # read_only_sql_transaction: the server is a standby now
 
 
 def libpq_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequence[int],
@@ -78,6 +79,14 @@ def libpq_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequence[i
 def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult:
     if result.status in SUCCEEDED:
         return result
+    if result.error_field(pq.DiagnosticField.SQLSTATE) == READ_ONLY:
+        # The primary this connection reached was demoted (a failover behind a proxy, or
+        # a switchover): drop the connection, not just the statement, and let the library
+        # retry on a fresh one, which `target_session_attrs=read-write` sends to the
+        # new primary. Nothing was written.
+        conn.close()
+        raise errors.OperationalError("the server takes no writes now (a standby); "
+                                      "connecting again")
     if conn.pgconn.status == pq.ConnStatus.BAD:
         # As psycopg reports a lost connection: the library retries the statement,
         # and the pool replaces the connection when it comes back.
@@ -271,14 +280,45 @@ def uuid_bytes(value: UUID | str) -> bytes:
     return (value if isinstance(value, UUID) else UUID(value)).bytes
 
 
+def writable(conn: Connection[Any]) -> None:
+    """The pool's check of a connection it hands out, without a round trip: one whose
+    server is gone, or has told this client it is a standby now (PostgreSQL reports
+    `in_hot_standby` and `default_transaction_read_only` as they change), is dropped
+    and another one taken, so that after a failover no command is sent to the old
+    primary. A server that died unseen is found by the statement, whose error makes
+    the pool drop the connection and the library retry on a fresh one."""
+    pgconn = conn.pgconn
+    if pgconn.status != pq.ConnStatus.OK or b"on" in (
+            pgconn.parameter_status(b"in_hot_standby"),
+            pgconn.parameter_status(b"default_transaction_read_only")):
+        conn.close()  # a connection that fails the check goes back: closed, it is replaced
+        raise errors.OperationalError("the pooled connection's server takes no writes now")
+
+
+def connection_keywords(datastore: PostgresDatastore) -> dict[str, Any]:
+    """The keywords of the pool's connections (hosts, timeouts, the URL's libpq options),
+    for a connection of its own (a LISTEN)."""
+    return {k: v for k, v in cast("dict[str, Any]", datastore.pool.kwargs).items()
+            if k != "row_factory" and v not in (None, "")}
+
+
 class RoomsPostgresFactory(PostgresFactory):
     """The library's factory; the storage URL's query parameters (infrastructure/storage.py
-    `libpq_options`) go to libpq on every connection of the pool."""
+    `libpq_options`) go to libpq on every connection of the pool, with libpq's own
+    connect_timeout set (unset, libpq waits 130 s for each host of a multi-host URL),
+    and the pool checks each connection it hands out (`writable`)."""
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
-        # The library builds the pool's connection keywords itself; the pool opens
-        # on first use, after this.
-        options = self.env.get("DUNE_LEDGER_PG_LIBPQ")
-        if options and isinstance(self.datastore.pool.kwargs, dict):
-            self.datastore.pool.kwargs.update(parse_qsl(options, keep_blank_values=True))
+        # The library builds the pool's connection keywords itself, and gives its
+        # connect timeout to the pool only (the wait for a free connection); the pool
+        # opens on first use, after this.
+        kwargs = self.datastore.pool.kwargs
+        if isinstance(kwargs, dict):
+            # libpq counts whole seconds and takes 1 as 2.
+            kwargs["connect_timeout"] = max(2, int(self.env.get("POSTGRES_CONNECT_TIMEOUT")
+                                                   or 5))
+            kwargs.update(parse_qsl(self.env.get("DUNE_LEDGER_PG_LIBPQ") or "",
+                                    keep_blank_values=True))
+        if not self.datastore.pre_ping:  # the library's pre-ping is a check of its own
+            self.datastore.pool._check = writable
