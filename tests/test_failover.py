@@ -14,12 +14,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import orjson
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 
+from infrastructure.http import STALE, create_app
 from infrastructure.postgres import libpq_run
 from infrastructure.storage import UsageError, environment
+from infrastructure.throwaway import ADMIN_URL
+from tests.conftest import database
 from tests.support import layout, opened
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
@@ -75,6 +80,34 @@ def test_a_write_refused_as_read_only_drops_its_connection_for_a_retry(pg_url: s
             libpq_run(conn, b"probe", b"CREATE TABLE dl_read_only_probe (x int)", [], [],
                       prepare=False)
         assert conn.closed  # the pool discards it; the library retries on a fresh one
+
+
+def test_while_the_store_is_down_a_seat_gets_its_last_view_and_commands_get_503(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DUNE_LEDGER_PG_CONNECT_TIMEOUT", "1")
+    with database("dl_ha") as url, opened(url) as app, \
+            TestClient(create_app(app)) as client:
+        made = app.create_room(layout())
+        room, seats = made["room"], made["seats"]
+
+        def get(seat: str) -> httpx.Response:
+            return client.get(f"/rooms/{room}/view",
+                              headers={"Authorization": f"Bearer {seats[seat]}"})
+        seen = get("emperor")
+        assert seen.status_code == 200 and "warning" not in seen.headers
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            # No server takes the connections any more, as while no primary is reachable.
+            admin.execute(f'DROP DATABASE "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+        command = client.post(f"/rooms/{room}/commands", json={"type": "draw"},
+                              headers={"Authorization": f"Bearer {seats['emperor']}"})
+        assert command.status_code == 503 and command.json()["error"]["code"] == "unavailable"
+        stale = get("emperor")
+        assert stale.status_code == 200 and stale.json() == seen.json()
+        assert stale.headers["warning"] == STALE["Warning"]
+        assert stale.headers["etag"] == seen.headers["etag"]
+        # Only a seat's own last view: richese's token is known (the room's hashes were
+        # read), but this process never answered it a view, so it waits for the store.
+        assert get("richese").status_code == 503
 
 
 @pytest.mark.skipif(bool(packages_missing()), reason=(
