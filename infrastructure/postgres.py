@@ -18,22 +18,33 @@ audit's) go through the cursor, whose rows are built in C.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 from urllib.parse import parse_qsl
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresFactory
 from eventsourcing.utils import retry
 from psycopg import Connection, errors, pq
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
+from application.rooms import AppendRetried
+
 MAX_PARAMETERS = 65535  # PostgreSQL's limit on one statement's parameters
 MAX_EVENTS_PER_APPEND = (MAX_PARAMETERS - 1) // 4
 PREPARED_UP_TO = 16
+# An append whose connection was lost is sent again this many times in all, this many
+# seconds apart (the library's retry of its statements).
+APPEND_ATTEMPTS, APPEND_RETRY_WAIT = 10, 0.2
 EVENT_COLUMNS = "originator_id, originator_version, topic, state"
 ROOM_COLUMNS = "originator_version, topic, state"
 
@@ -183,14 +194,29 @@ class RoomsRecorder(PostgresApplicationRecorder):
         get, unpack = not_null(result), BIGINT.unpack
         return [unpack(get(i, 0))[0] for i in range(result.ntuples)]
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent],
                       **kwargs: Any) -> Sequence[int] | None:
+        """The append, sent again on a fresh connection when its connection is lost (as
+        the library's retry does). A lost connection leaves the commit's outcome unknown:
+        if a second send finds the versions taken, that may be the first send's doing,
+        and the caller is told so (`AppendRetried`) to look."""
         if not stored_events:
             return []
-        with self.datastore.get_connection() as conn:
-            assert conn.autocommit  # the statement is its own transaction
-            return self.append(conn, stored_events)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self.datastore.get_connection() as conn:
+                    assert conn.autocommit  # the statement is its own transaction
+                    return self.append(conn, stored_events)
+            except (InterfaceError, OperationalError):
+                if attempt == APPEND_ATTEMPTS:
+                    raise
+                time.sleep(APPEND_RETRY_WAIT)
+            except IntegrityError as e:
+                if attempt > 1:
+                    raise AppendRetried(str(e)) from e
+                raise
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_room(self, room_id: UUID) -> list[StoredEvent]:

@@ -21,7 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from infrastructure.http import STALE, create_app
-from infrastructure.postgres import libpq_run
+from infrastructure.postgres import RoomsRecorder, libpq_run
 from infrastructure.storage import UsageError, environment
 from infrastructure.throwaway import ADMIN_URL
 from tests.conftest import database
@@ -80,6 +80,32 @@ def test_a_write_refused_as_read_only_drops_its_connection_for_a_retry(pg_url: s
             libpq_run(conn, b"probe", b"CREATE TABLE dl_read_only_probe (x int)", [], [],
                       prepare=False)
         assert conn.closed  # the pool discards it; the library retries on a fresh one
+
+
+@pytest.mark.parametrize("command_id", [None, "d1"])
+def test_an_append_whose_answer_was_lost_after_its_commit_lands_once(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch, command_id: str | None) -> None:
+    # As when the primary dies between its commit and the answer: the store retries the
+    # append on a fresh connection, and the retry finds the version taken by itself.
+    real, lost = RoomsRecorder.append, []
+
+    def commit_then_lose_the_answer(self: RoomsRecorder, conn: psycopg.Connection,  # type: ignore[type-arg]
+                                    events: list) -> list[int]:  # type: ignore[type-arg]
+        ids = real(self, conn, events)
+        if not lost:
+            lost.append(ids)
+            raise psycopg.OperationalError("the connection is lost: server closed it")
+        return ids
+
+    with opened(pg_url) as app:
+        room = app.create_room(layout())["room"]
+        monkeypatch.setattr(RoomsRecorder, "append", commit_then_lose_the_answer)
+        command = {"type": "draw", **({"command_id": command_id} if command_id else {})}
+        result = app.execute(room, "emperor", command)
+        monkeypatch.undo()
+        assert lost and result["ok"] and result["version"] == 2
+        records = app.records(app.load(room).id)
+        assert [r.type for r in records].count("CardDrawn") == 1 and len(records) == 2
 
 
 def test_while_the_store_is_down_a_seat_gets_its_last_view_and_commands_get_503(
