@@ -45,6 +45,7 @@ PREPARED_UP_TO = 16
 # An append whose connection was lost is sent again this many times in all, this many
 # seconds apart (the library's retry of its statements).
 APPEND_ATTEMPTS, APPEND_RETRY_WAIT = 10, 0.2
+RECONNECT_TIMEOUT = 2.0  # seconds the pool retries a lost connection before it gives up
 EVENT_COLUMNS = "originator_id, originator_version, topic, state"
 ROOM_COLUMNS = "originator_version, topic, state"
 
@@ -348,3 +349,8 @@ class RoomsPostgresFactory(PostgresFactory):
                                     keep_blank_values=True))
         if not self.datastore.pre_ping:  # the library's pre-ping is a check of its own
             self.datastore.pool._check = writable
+        # The pool reconnects in the background, waiting twice as long after each failure
+        # (up to minutes after an outage of seconds); giving up soon, it tries again at
+        # once when a request waits for a connection, so a new primary is used within
+        # seconds of its promotion.
+        self.datastore.pool.reconnect_timeout = RECONNECT_TIMEOUT

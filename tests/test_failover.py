@@ -150,7 +150,8 @@ def test_one_failover_loses_nothing_acknowledged_and_doubles_nothing(tmp_path: P
     assert report["failovers"] == 1
     (failover,) = report["per_failover"]
     assert failover["promoted"] != failover["killed"]
-    assert report["acknowledged"] > 0 and report["retried"] > 0  # writes went on through it
+    # Writes before and after it; players kept reading through it (the outage lasts seconds).
+    assert report["acknowledged"] > 0 and sum(report["views_during_outage"].values()) > 0
     assert (report["lost"], report["doubled"], report["stored_without_ack"]) == (0, 0, 0)
     assert (report["audit_failures"], report["read_model_mismatches"]) == (0, 0)
     assert report["stream_gaps"] == 0 and report["streams"] == 4
