@@ -90,6 +90,11 @@ def public_events(records: list[Recorded]) -> list[dict[str, Any]]:
     return out
 
 
+class AppendRetried(IntegrityError):
+    """The store sent an append again after losing its connection (its commit outcome
+    unknown: a failover), and found the versions taken, perhaps by the first send."""
+
+
 class RoomsApp(Application[UUID]):
     name = "DuneLedger"
     snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Room: 50}
@@ -302,7 +307,12 @@ class RoomsApp(Application[UUID]):
             appended = list(room.pending)
             try:
                 self.save(room)
-            except IntegrityError:
+            except IntegrityError as e:
+                if isinstance(e, AppendRetried) and self._landed(room.id, appended):
+                    # The store retried an append whose commit had landed before its
+                    # answer was lost (a failover): it is stored once, and is this answer.
+                    return {"ok": True, "version": appended[-1].originator_version,
+                            "events": public_events(appended)}
                 lost_a_race = True  # someone else wrote first: load and decide again
                 continue
             self.kept.keep(room)
@@ -340,6 +350,14 @@ class RoomsApp(Application[UUID]):
             return decide(room.state, seat, command, randomness, in_place=True, now=moment)
         except Rejection as r:
             return {"ok": False, "version": room.version, "error": r.as_error()}
+
+    def _landed(self, room_id: UUID, appended: list[Recorded]) -> bool:
+        """Are these very events stored (the same chain hashes, which cover their bytes,
+        time and predecessor: no other writer's append has them)?"""
+        stored = self.stored_records(room_id, gt=appended[0].originator_version - 1,
+                                     lte=appended[-1].originator_version)
+        return [type(r) is Recorded and r.hash() for r in stored] == [
+            r.hash() for r in appended]
 
     def _refused(self, room_id: str, r: Rejection) -> Result:
         try:

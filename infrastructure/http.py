@@ -69,6 +69,10 @@ READY_BOUND = 1.0  # /readyz: the store answers within this, or 503
 WRONG_LIMIT = 20
 WRONG_WINDOW = 60.0
 CLIENTS = 10_000  # clients whose wrong tokens are counted (the oldest forgotten first)
+# After the store failed to answer, seconds during which reads are served from what
+# this process has (the last view it answered each seat) without asking the store.
+STORE_DOWN = 2.0
+STALE = {"Warning": '110 - "the store is unavailable: the last view this server had"'}
 
 # Result error codes -> HTTP status; any other rejection is a rule's refusal (422).
 STATUS = {
@@ -245,7 +249,15 @@ class Tokens:
     def forget(self, room_id: str) -> None:
         self.hashes.pop(canonical(room_id), None)
 
-    def seat(self, room_id: str, token: str) -> str | None:
+    def seat(self, room_id: str, token: str, *, stored_only: bool = False) -> str | None:
+        """The token's seat; `stored_only`: from the hashes as last read, however old (the
+        store is down: no token can be re-issued meanwhile), None when none were read."""
+        if stored_only:
+            try:
+                known = self.hashes.get(canonical(room_id))
+            except Rejection as r:
+                raise Refused(r.code, r.message) from None
+            return None if known is None else seat_of_hash(known.seats, token_hash(token))
         return seat_of_hash(self.of(room_id).seats, token_hash(token))
 
     def stored_seat(self, room_id: str, token: str) -> tuple[str | None, int]:
@@ -268,6 +280,30 @@ def seat_of_hash(seats: dict[str, str], digest: str) -> str | None:
 
 
 OPERATOR_SCOPE = "*operator*"  # the operator routes' scope of wrong tokens: never a room id
+
+
+class LastViews:
+    """While the store is down, a seat's view is the last one this process answered it
+    (each seat only its own), marked stale; never more than TOKEN_CACHE rooms' worth."""
+
+    def __init__(self) -> None:
+        self.down_until = 0.0
+        self.views: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+
+    def down(self) -> bool:
+        return time.monotonic() < self.down_until
+
+    def failed(self) -> None:
+        self.down_until = time.monotonic() + STORE_DOWN
+
+    def keep(self, room: str, seat: str, view: dict[str, Any]) -> None:
+        self.views[(room, seat)] = view
+        self.views.move_to_end((room, seat))
+        if len(self.views) > TOKEN_CACHE:
+            self.views.popitem(last=False)
+
+    def get(self, room: str, seat: str) -> dict[str, Any] | None:
+        return self.views.get((room, seat))
 
 
 class WrongTokens:
@@ -385,6 +421,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     wrong_tokens = WrongTokens()
     streams = OpenStreams()
     streams_per_client = configured_streams_per_client()
+    last_views = LastViews()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -437,6 +474,12 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
 
     async def seat_of(request: Request, room: str, query_token: str | None = None) -> str:
         token = token_of(request, query_token)
+        if last_views.down():
+            # The hashes this process last read: a token it never saw waits for the store.
+            seat = tokens().seat(room, token, stored_only=True)
+            if seat is None:
+                raise store_unavailable()
+            return seat
         seat = await bounded(tokens().seat, room, token)
         if seat is None:
             raise wrong_tokens.wrong(client(request), canonical(room),
@@ -490,8 +533,15 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         except Rejection as r:
             raise Refused(r.code, r.message) from None
         except TimeoutError:
-            raise Refused("unavailable", "storage did not answer in time; retry (a command "
-                          "with the same command_id)", headers={"Retry-After": "1"}) from None
+            last_views.failed()
+            raise store_unavailable() from None
+        except (OperationalError, InterfaceError):
+            last_views.failed()
+            raise
+
+    def store_unavailable() -> Refused:
+        return Refused("unavailable", "storage did not answer in time; retry (a command "
+                       "with the same command_id)", headers={"Retry-After": "1"})
 
     # --- errors: always the result shape ------------------------------------
 
@@ -599,11 +649,22 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
              openapi_extra={"security": SEAT})
     async def get_view(room: str, request: Request) -> Response:
         seat = await seat_of(request, room)
-        view = await bounded(app().seat_view, room, seat)
+        key, stale = canonical(room), False
+        try:
+            if last_views.down():
+                raise store_unavailable()
+            view = await bounded(app().seat_view, room, seat)
+            last_views.keep(key, seat, view)
+        except (Refused, OperationalError, InterfaceError) as e:
+            kept = last_views.get(key, seat)
+            if kept is None or getattr(e, "code", "unavailable") != "unavailable":
+                raise
+            view, stale = kept, True
         tag = f'"{view.get("version", 0)}"'
+        headers = {"ETag": tag, **(STALE if stale else {})}
         if tag in etags(request.headers.get("if-none-match", "")):
-            return Response(status_code=304, headers={"ETag": tag})
-        return JSONResponse(view, headers={"ETag": tag})
+            return Response(status_code=304, headers=headers)
+        return JSONResponse(view, headers=headers)
 
     @api.get("/rooms/{room}/public", summary="the public view (a seat or the spectator)",
              response_model=m.PublicView, responses=errors,

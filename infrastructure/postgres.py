@@ -18,22 +18,34 @@ audit's) go through the cursor, whose rows are built in C.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 from urllib.parse import parse_qsl
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresFactory
 from eventsourcing.utils import retry
 from psycopg import Connection, errors, pq
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
+from application.rooms import AppendRetried
+
 MAX_PARAMETERS = 65535  # PostgreSQL's limit on one statement's parameters
 MAX_EVENTS_PER_APPEND = (MAX_PARAMETERS - 1) // 4
 PREPARED_UP_TO = 16
+# An append whose connection was lost is sent again this many times in all, this many
+# seconds apart (the library's retry of its statements).
+APPEND_ATTEMPTS, APPEND_RETRY_WAIT = 10, 0.2
+RECONNECT_TIMEOUT = 2.0  # seconds the pool retries a lost connection before it gives up
 EVENT_COLUMNS = "originator_id, originator_version, topic, state"
 ROOM_COLUMNS = "originator_version, topic, state"
 
@@ -44,6 +56,7 @@ BIGINT = struct.Struct("!q")
 PREPARED: WeakKeyDictionary[pq.abc.PGconn, set[bytes]] = WeakKeyDictionary()
 SUCCEEDED = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 PREPARED_STATEMENT_GONE = b"26000"  # invalid_sql_statement_name
+READ_ONLY = b"25006"  # read_only_sql_transaction: the server is a standby now
 
 
 def libpq_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequence[int],
@@ -78,6 +91,14 @@ def libpq_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequence[i
 def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult:
     if result.status in SUCCEEDED:
         return result
+    if result.error_field(pq.DiagnosticField.SQLSTATE) == READ_ONLY:
+        # The primary this connection reached was demoted (a failover behind a proxy, or
+        # a switchover): drop the connection, not just the statement, and let the library
+        # retry on a fresh one, which `target_session_attrs=read-write` sends to the
+        # new primary. Nothing was written.
+        conn.close()
+        raise errors.OperationalError("the server takes no writes now (a standby); "
+                                      "connecting again")
     if conn.pgconn.status == pq.ConnStatus.BAD:
         # As psycopg reports a lost connection: the library retries the statement,
         # and the pool replaces the connection when it comes back.
@@ -174,14 +195,29 @@ class RoomsRecorder(PostgresApplicationRecorder):
         get, unpack = not_null(result), BIGINT.unpack
         return [unpack(get(i, 0))[0] for i in range(result.ntuples)]
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent],
                       **kwargs: Any) -> Sequence[int] | None:
+        """The append, sent again on a fresh connection when its connection is lost (as
+        the library's retry does). A lost connection leaves the commit's outcome unknown:
+        if a second send finds the versions taken, that may be the first send's doing,
+        and the caller is told so (`AppendRetried`) to look."""
         if not stored_events:
             return []
-        with self.datastore.get_connection() as conn:
-            assert conn.autocommit  # the statement is its own transaction
-            return self.append(conn, stored_events)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self.datastore.get_connection() as conn:
+                    assert conn.autocommit  # the statement is its own transaction
+                    return self.append(conn, stored_events)
+            except (InterfaceError, OperationalError):
+                if attempt == APPEND_ATTEMPTS:
+                    raise
+                time.sleep(APPEND_RETRY_WAIT)
+            except IntegrityError as e:
+                if attempt > 1:
+                    raise AppendRetried(str(e)) from e
+                raise
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_room(self, room_id: UUID) -> list[StoredEvent]:
@@ -271,14 +307,50 @@ def uuid_bytes(value: UUID | str) -> bytes:
     return (value if isinstance(value, UUID) else UUID(value)).bytes
 
 
+def writable(conn: Connection[Any]) -> None:
+    """The pool's check of a connection it hands out, without a round trip: one whose
+    server is gone, or has told this client it is a standby now (PostgreSQL reports
+    `in_hot_standby` and `default_transaction_read_only` as they change), is dropped
+    and another one taken, so that after a failover no command is sent to the old
+    primary. A server that died unseen is found by the statement, whose error makes
+    the pool drop the connection and the library retry on a fresh one."""
+    pgconn = conn.pgconn
+    if pgconn.status != pq.ConnStatus.OK or b"on" in (
+            pgconn.parameter_status(b"in_hot_standby"),
+            pgconn.parameter_status(b"default_transaction_read_only")):
+        conn.close()  # a connection that fails the check goes back: closed, it is replaced
+        raise errors.OperationalError("the pooled connection's server takes no writes now")
+
+
+def connection_keywords(datastore: PostgresDatastore) -> dict[str, Any]:
+    """The keywords of the pool's connections (hosts, timeouts, the URL's libpq options),
+    for a connection of its own (a LISTEN)."""
+    return {k: v for k, v in cast("dict[str, Any]", datastore.pool.kwargs).items()
+            if k != "row_factory" and v not in (None, "")}
+
+
 class RoomsPostgresFactory(PostgresFactory):
     """The library's factory; the storage URL's query parameters (infrastructure/storage.py
-    `libpq_options`) go to libpq on every connection of the pool."""
+    `libpq_options`) go to libpq on every connection of the pool, with libpq's own
+    connect_timeout set (unset, libpq waits 130 s for each host of a multi-host URL),
+    and the pool checks each connection it hands out (`writable`)."""
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
-        # The library builds the pool's connection keywords itself; the pool opens
-        # on first use, after this.
-        options = self.env.get("DUNE_LEDGER_PG_LIBPQ")
-        if options and isinstance(self.datastore.pool.kwargs, dict):
-            self.datastore.pool.kwargs.update(parse_qsl(options, keep_blank_values=True))
+        # The library builds the pool's connection keywords itself, and gives its
+        # connect timeout to the pool only (the wait for a free connection); the pool
+        # opens on first use, after this.
+        kwargs = self.datastore.pool.kwargs
+        if isinstance(kwargs, dict):
+            # libpq counts whole seconds and takes 1 as 2.
+            kwargs["connect_timeout"] = max(2, int(self.env.get("POSTGRES_CONNECT_TIMEOUT")
+                                                   or 5))
+            kwargs.update(parse_qsl(self.env.get("DUNE_LEDGER_PG_LIBPQ") or "",
+                                    keep_blank_values=True))
+        if not self.datastore.pre_ping:  # the library's pre-ping is a check of its own
+            self.datastore.pool._check = writable
+        # The pool reconnects in the background, waiting twice as long after each failure
+        # (up to minutes after an outage of seconds); giving up soon, it tries again at
+        # once when a request waits for a connection, so a new primary is used within
+        # seconds of its promotion.
+        self.datastore.pool.reconnect_timeout = RECONNECT_TIMEOUT

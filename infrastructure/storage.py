@@ -3,6 +3,9 @@
 `sqlite:///PATH` (default `sqlite:///dune-ledger.db`), `memory://`, or
 `postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME[?KEY=VALUE&...]` (the query's
 parameters go to libpq: `sslmode`, `sslrootcert`, `application_name`, ...).
+A high-availability cluster is named by libpq's multi-host form,
+`postgresql://USER@HOST1:PORT1,HOST2:PORT2,HOST3:PORT3/DBNAME?target_session_attrs=read-write`:
+libpq tries each host until one takes writes (docs/operations.md, "High availability").
 """
 
 from __future__ import annotations
@@ -176,7 +179,8 @@ PG_SETTINGS = {
     # connections each process keeps open, and how many more it may open under load
     "DUNE_LEDGER_PG_POOL_SIZE": ("POSTGRES_POOL_SIZE", "2"),
     "DUNE_LEDGER_PG_MAX_OVERFLOW": ("POSTGRES_MAX_OVERFLOW", "8"),
-    # seconds to connect, or to wait for a free pooled connection
+    # seconds to connect (libpq's connect_timeout, per host; at least 2), or to wait
+    # for a free pooled connection
     "DUNE_LEDGER_PG_CONNECT_TIMEOUT": ("POSTGRES_CONNECT_TIMEOUT", "5"),
     # seconds a write waits for the events table lock before it fails (0: forever)
     "DUNE_LEDGER_PG_LOCK_TIMEOUT": ("POSTGRES_LOCK_TIMEOUT", "10"),
@@ -227,6 +231,26 @@ def libpq_options(query: str) -> dict[str, str]:
     return options
 
 
+def postgres_hosts(url: str, netloc: str) -> tuple[str, str]:
+    """The hosts and ports of a PostgreSQL URL's `USER@HOST1:PORT1,HOST2:PORT2`, each a
+    comma-separated list as libpq's `host` and `port` keywords take them ('' when none)."""
+    hosts, ports = [], []
+    for item in netloc.rpartition("@")[2].split(","):
+        host, port = item, ""
+        if item.startswith("["):  # [::1]:5432
+            host, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":")
+        elif ":" in item:
+            host, _, port = item.rpartition(":")
+        if not host:
+            return "", ""
+        if port and not port.isdigit():
+            raise UsageError(f"'{url}': the port '{port}' is not a number")
+        hosts.append(unquote(host))
+        ports.append(port or "5432")
+    return ",".join(hosts), ",".join(ports)
+
+
 # Any fixed number: processes creating the tables of a fresh database take turns on it.
 TABLES_LOCK_KEY = 0x64756E65
 
@@ -247,12 +271,14 @@ def first_use_lock(env: dict[str, str]) -> Iterator[None]:
     import psycopg
 
     try:
-        conninfo = psycopg.conninfo.make_conninfo(
-            "", dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"],
-            port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
-            password=env["POSTGRES_PASSWORD"] or None,
-            connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "5")),
-            **dict(parse_qsl(env.get(LIBPQ_ENV, ""), keep_blank_values=True)))
+        # The URL's own libpq options (a connect_timeout too) win over ours.
+        keywords: dict[str, Any] = {
+            "dbname": env["POSTGRES_DBNAME"], "host": env["POSTGRES_HOST"],
+            "port": env["POSTGRES_PORT"], "user": env["POSTGRES_USER"],
+            "password": env["POSTGRES_PASSWORD"] or None,
+            "connect_timeout": max(2, int(env.get("POSTGRES_CONNECT_TIMEOUT", "5"))),
+            **dict(parse_qsl(env.get(LIBPQ_ENV, ""), keep_blank_values=True))}
+        conninfo = psycopg.conninfo.make_conninfo("", **keywords)
         conn = psycopg.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as e:
         raise StoreUnavailable(f"cannot connect to PostgreSQL: {str(e).strip()}") from None
@@ -281,7 +307,8 @@ def environment(url: str) -> dict[str, str]:
         env["SQLITE_DBNAME"] = path
         env["SQLITE_LOCK_TIMEOUT"] = os.environ.get("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", "10")
     elif parsed.scheme in ("postgresql", "postgres"):
-        if not parsed.hostname or not parsed.path.strip("/"):
+        hosts, ports = postgres_hosts(url, parsed.netloc)
+        if not hosts or not parsed.path.strip("/"):
             raise UsageError(f"'{url}' needs a host and a database name")
         env["PERSISTENCE_MODULE"] = POSTGRES_FACTORY
         env[LIBPQ_ENV] = urlencode(libpq_options(parsed.query))
@@ -290,8 +317,8 @@ def environment(url: str) -> dict[str, str]:
         env["APPLICATION_RECORDER_TOPIC"] = (os.environ.get("APPLICATION_RECORDER_TOPIC")
                                              or "infrastructure.postgres:RoomsRecorder")
         env["POSTGRES_DBNAME"] = parsed.path.strip("/")
-        env["POSTGRES_HOST"] = parsed.hostname
-        env["POSTGRES_PORT"] = str(parsed.port or 5432)
+        env["POSTGRES_HOST"] = hosts
+        env["POSTGRES_PORT"] = ports
         env["POSTGRES_USER"] = unquote(parsed.username or "postgres")
         env["POSTGRES_PASSWORD"] = unquote(parsed.password or "")
         env.update(postgres_pool_settings())

@@ -203,9 +203,11 @@ class PgWake:
         if self.conn is None or self.conn.closed:
             # A connection of its own: a LISTEN held for the life of the app would take
             # one of the pool's few for good.
-            kwargs = {k: v for k, v in self.recorder.datastore.pool.kwargs.items()
-                      if k in ("dbname", "host", "port", "user", "password") and v}
-            self.conn = connect(autocommit=True, connect_timeout=2, **kwargs)
+            # The pool's keywords: with a multi-host URL, the same primary as the pool.
+            from infrastructure.postgres import connection_keywords
+
+            self.conn = connect(autocommit=True, **connection_keywords(
+                self.recorder.datastore))
             self.conn.execute(SQL("LISTEN {0}").format(Identifier(self.recorder.channel_name)))
         deadline = time.monotonic() + PG_FALLBACK
         for _ in self.conn.notifies(timeout=max(0.0, deadline - time.monotonic()),
