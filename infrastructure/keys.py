@@ -178,6 +178,15 @@ class Keys:
                 continue
         return False
 
+    def verify_with(self, public_key: str, message: bytes, signature: str) -> bool:
+        """Check a signature with a key named at an import (`import --trust-key`)."""
+        try:
+            key = Ed25519PublicKey.from_public_bytes(unb64(public_key, "public key", 32))
+            key.verify(base64.b64decode(signature, validate=True), message)
+        except (KeyFileError, InvalidSignature, binascii.Error, ValueError):
+            return False
+        return True
+
     def missing(self) -> str | None:
         """Why no signature can be checked (no key file), or None."""
         if self.public or self.load():
@@ -236,28 +245,6 @@ def public_key_text(path: str | os.PathLike[str] | None = None) -> str:
     """The public signing key as PEM text, for `GET /keys` (the key file is created
     when missing, as the server's first write would)."""
     return str(public_key_info(path, create=True)["pem"])
-
-
-def adopt_rooms(app: Any, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """`keys adopt`: sign, once per key file, the rooms stored before appends were signed
-    (application/rooms.RoomsApp.adopt_unsigned). Once only: a room whose signatures
-    someone stripped later looks just like an old one, and must stay damaged."""
-    keys = Keys(path)
-    if not keys.loaded:
-        raise KeyFileError(f"there is no key file at {keys.path}: run `dune-ledger keys init`")
-    data = orjson.loads(keys.path.read_bytes())
-    if data.get("adopted_at"):
-        raise KeyFileError(f"the rooms stored before signing were adopted with this key file "
-                           f"on {data['adopted_at']}: adoption is done once, so that a room "
-                           "whose signatures were stripped since stays damaged")
-    report = app.adopt_unsigned()
-    from datetime import UTC, datetime
-
-    data["adopted_at"] = datetime.now(UTC).isoformat()
-    temp = keys.path.with_name(f".{keys.path.name}.adopt.{os.getpid()}")
-    write_private(temp, data)
-    os.replace(temp, keys.path)
-    return {"ok": True, **report}
 
 
 def init_key_file(path: str | os.PathLike[str] | None = None, *, cipher: bool = False
