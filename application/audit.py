@@ -86,7 +86,8 @@ class Start:
 
 def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undecodable],
                   fold: RoomFold | None = None, start: Start | None = None,
-                  signer: Signer | None = None, trusted: Trusted | None = None
+                  signer: Signer | None = None,
+                  trusted: Trusted | Callable[[], Trusted | None] | None = None
                   ) -> tuple[dict[str, Any], RoomState | None]:
     """Replay and check `records` (from the first event, or the events after `start`,
     whose first begins an append); `fold` (the read models' own) sees the state after
@@ -237,7 +238,7 @@ def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
     models = app.read_models
     fold = models.room_fold(uid) if models is not None else None
     report, replayed = audit_records(str(uid), stored, fold, signer=app.signer,
-                                     trusted=app.trusted(uid))
+                                     trusted=lambda: app.trusted(uid))
     if any(type(rec) is not Recorded for rec in stored):
         report["checks"]["live_state_matches"] = {
             "ok": None, "details": ["not checked: the stream cannot be read whole"]}
@@ -476,7 +477,7 @@ def _audit_part(app: RoomsApp, uid: UUID, snapshot: RoomSnapshot | None,
     start_hash = state_hash(start.state) if start is not None else None
     fold = app.read_models.part_fold(uid, after, upto)
     report, state = audit_records(str(uid), records, fold, start, app.signer,
-                                  app.trusted(uid))
+                                  lambda: app.trusted(uid))
     rows = fold.verdict(records)
     if state is None or rows is None or not all(c["ok"] for c in report["checks"].values()):
         return None

@@ -412,7 +412,8 @@ class RoomsApp(Application[UUID]):
                     raise Rejection("unknown_room", f"no room '{room_id}'")
                 return latest
 
-            trusted = self.trusted(uid) if version is not None else None
+            def trusted() -> Trusted | None:  # a past view of an imported room may need it
+                return self.trusted(uid)
 
             def fold(_: Room | None, items: Any) -> Room | None:
                 room, chain = folded(items, signer, trusted=trusted)

@@ -335,3 +335,46 @@ def test_a_past_view_between_snapshots_is_checked_against_its_appends_signature(
             assert refused.value.code == "room_damaged"
         assert app.view_at(room, 9, "emperor")["version"] == 9
         assert not audit_room(app, room)["ok"]
+
+
+def test_an_edit_in_the_middle_names_its_append_as_the_first_that_fails(url: str) -> None:
+    """The audit verifies the signature that ends the stream; when it fails it finds the
+    first append whose signature fails (each covers the ones before it), and names it."""
+    with opened(url) as app:
+        room, _ = played(app)
+        for _ in range(4):
+            assert app.execute(room, "emperor", {"type": "draw"})["ok"]
+            card = app.load(room).state.seat("emperor").hand[-1]
+            assert app.execute(room, "emperor", {"type": "discard", "card": card})["ok"]
+        records = app.records(UUID(room))
+        starts = [r.originator_version for r in records if r.append == r.originator_version]
+        edited = starts[len(starts) // 2]  # an append in the middle
+        end = starts[starts.index(edited) + 1] - 1  # the last event of that append
+        rewrite(app, url, room, lambda rec: setattr(rec, "at", "2000-01-01T00:00:00+00:00")
+                if rec.originator_version == edited else None)
+    with opened(url) as app:
+        details = audit_room(app, room)["checks"]["chain_intact"]["details"]
+        assert details == [f"version {end}: the signature of its append does not verify "
+                           "with the server's key"]
+
+
+def test_a_middle_append_whose_signature_is_gone_is_found(url: str) -> None:
+    """Every append must carry a signature, though only the last is verified: one
+    deleted in the middle (the hashes untouched) is named by the audit."""
+    with opened(url) as app:
+        room, _ = played(app)
+        records = app.records(UUID(room))
+        middle = records[2]
+        assert middle.signature is not None and records[3].append != middle.append
+        middle.signature = None
+        events, _ = tables(app)
+        tamper(url, f"UPDATE {events} SET state = ? WHERE originator_id = ? "
+                    "AND originator_version = ?",
+               app.mapper.seal(middle.stored_form()),  # type: ignore[attr-defined]
+               room_key(url, room), middle.originator_version)
+    with opened(url) as app:
+        report = audit_room(app, room)
+        assert report["checks"]["chain_intact"]["details"] == [
+            "version 3: its append is not signed"]
+        # The stored stream is the same bytes otherwise: only the audit had to tell.
+        assert not report["ok"]
