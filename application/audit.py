@@ -25,13 +25,13 @@ import orjson
 
 from application.rooms import RoomFold, RoomsApp, gc_paused, room_uuid
 from application.stream import (
-    APPEND,
     GENESIS,
+    Chain,
     Recorded,
     RoomSnapshot,
     Signer,
+    Trusted,
     Undecodable,
-    chain_hash,
 )
 from domain.catalog import room_cards
 from domain.errors import Rejection
@@ -86,14 +86,16 @@ class Start:
 
 def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undecodable],
                   fold: RoomFold | None = None, start: Start | None = None,
-                  signer: Signer | None = None, unsigned_upto: int = 0
+                  signer: Signer | None = None,
+                  trusted: Trusted | Callable[[], Trusted | None] | None = None
                   ) -> tuple[dict[str, Any], RoomState | None]:
     """Replay and check `records` (from the first event, or the events after `start`,
     whose first begins an append); `fold` (the read models' own) sees the state after
     each event the replay applied, in order, and nothing after one it could not.
-    `signer`: the server's key, to check the signature of every append (None: the
-    hashes only, for streams built by hand); `unsigned_upto`: an adopted room's events
-    up to there carry none (`RoomsApp.adopt_unsigned`)."""
+    `signer`: the server's key, for the chain's signatures (None: the hashes only,
+    for streams built by hand); `trusted`: the key the room's import named. The
+    chain is walked as every load walks it (application/stream.Chain): every hash,
+    every append's signature present, the last one verified."""
     checks = {name: Check() for name in CHECKS}
     chain, conserved = checks["chain_intact"], checks["cards_conserved"]
     state: RoomState | None = None
@@ -106,9 +108,6 @@ def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undeco
     hands: list[int] = []
     hands_before: list[int] = []
     limits: list[int] = []  # seat by seat: the seats and their factions are set at creation
-    # The chain header names the room: its text is made once, not once per event.
-    room: object = None
-    room_text = ""
     last = len(records) - 1
     offset = 0  # events before `records`
     if start is not None:
@@ -117,29 +116,18 @@ def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undeco
         catalog_ids, catalog_size = frozenset(cards), len(cards)
         spice = initial_state(start.created).total_spice()
 
-    verify = signer.verify if signer is not None else None
+    walk = Chain(signer, head=prev_hash, version=offset, trusted=trusted,
+                 fail=lambda v, problem: chain.fail(f"version {v}: {problem}"))
     for i, rec in enumerate(records, start=offset):
-        v = rec.originator_version
-        if v != i + 1:
-            chain.fail(f"version {v} found where {i + 1} was expected")
         if type(rec) is not Recorded:  # a row that cannot be read: nothing after it replays
             assert isinstance(rec, Undecodable)
-            chain.fail(f"version {v} ({rec.topic}): {rec.problem}")
+            chain.fail(f"version {rec.originator_version} ({rec.topic}): {rec.problem}")
             break
-        if rec.prev_hash != prev_hash:
-            chain.fail(f"version {v} does not carry its predecessor's hash")
+        v = rec.originator_version
+        walk.step(rec)
         fact = rec.fact
-        if rec.originator_id is not room and rec.originator_id != room:
-            room, room_text = rec.originator_id, str(rec.originator_id)
-        prev_hash = chain_hash(room_text, v, fact.type, rec.body())
         ends_append = i - offset == last or \
             getattr(records[i - offset + 1], "append", None) != rec.append
-        if verify is not None and ends_append and v > unsigned_upto:
-            if rec.signature is None:
-                chain.fail(f"version {v}: its append is not signed")
-            elif not verify(APPEND + prev_hash.encode(), rec.signature):
-                chain.fail(f"version {v}: the signature of its append does not verify "
-                           "with the server's key")
 
         try:
             if state is None:
@@ -194,6 +182,8 @@ def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undeco
                         f"version {v}: {seat.faction} holds {held_now} "
                         f"(limit {seat.limit}, was {before})"
                     )
+    else:  # walked to the end: the signature there authenticates the walk
+        walk.end()
 
     report: dict[str, Any] = {
         "room": room_id,
@@ -248,7 +238,7 @@ def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
     models = app.read_models
     fold = models.room_fold(uid) if models is not None else None
     report, replayed = audit_records(str(uid), stored, fold, signer=app.signer,
-                                     unsigned_upto=app.unsigned_upto(uid))
+                                     trusted=lambda: app.trusted(uid))
     if any(type(rec) is not Recorded for rec in stored):
         report["checks"]["live_state_matches"] = {
             "ok": None, "details": ["not checked: the stream cannot be read whole"]}
@@ -487,7 +477,7 @@ def _audit_part(app: RoomsApp, uid: UUID, snapshot: RoomSnapshot | None,
     start_hash = state_hash(start.state) if start is not None else None
     fold = app.read_models.part_fold(uid, after, upto)
     report, state = audit_records(str(uid), records, fold, start, app.signer,
-                                  app.unsigned_upto(uid))
+                                  lambda: app.trusted(uid))
     rows = fold.verdict(records)
     if state is None or rows is None or not all(c["ok"] for c in report["checks"].values()):
         return None

@@ -29,8 +29,7 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.persistence import IntegrityError, Recording
 
 from application.stream import (
-    APPEND,
-    GENESIS,
+    Chain,
     Damaged,
     Recorded,
     Room,
@@ -38,8 +37,10 @@ from application.stream import (
     SeatTokenReissued,
     Signer,
     Stored,
+    Trusted,
     UnauthenticRow,
     Undecodable,
+    folded,
     project_room,
     verified_room,
 )
@@ -371,55 +372,17 @@ class RoomsApp(Application[UUID]):
         records = list(self.records(room_id, gt=first - 1, lte=last))
         return {"ok": True, "version": last, "events": public_events(records)}
 
-    def adopt_unsigned(self) -> dict[str, Any]:
-        """Sign, once, the rooms stored before the chain was signed (docs/security.md).
-
-        A room with no signature at all whose hash chain holds from its first event is
-        adopted: a snapshot of it as it stands, signed, records `unsigned_upto` (its
-        version), and every later snapshot carries it. Its events up to there verify
-        by their hashes, which the signed snapshot's head commits to; every append
-        after it is signed. A room with any signature is not touched (if its
-        signatures fail, that is damage, not age).
-        """
-        adopted, skipped = [], []
-        for uid in self.room_ids():
-            stored = self.stored_records(uid)
-            if any(type(r) is Recorded and r.signature is not None for r in stored):
-                continue
-            room: Room | None = None
-            try:
-                for rec in stored:
-                    if type(rec) is not Recorded or (room is None) != (
-                            rec.originator_version == 1) or rec.prev_hash != (
-                            room.head_hash() if room is not None else GENESIS):
-                        raise Damaged(rec.originator_version, "its hash chain does not hold")
-                    room = rec.mutate(room)
-            except Exception as e:
-                problem = e.problem if isinstance(e, Damaged) else "it does not replay"
-                skipped.append({"room": str(uid), "problem": problem})
-                continue
-            if room is None:
-                continue
-            room.unsigned_upto = room.version
-            snapshot = RoomSnapshot.take(room)
-            snapshot = replace(snapshot, stored=snapshot.body())
-            assert self.snapshots is not None, "adoption needs snapshots (the default)"
-            self.snapshots.put([replace(snapshot, signature=self.signer.sign(
-                snapshot.signed_message()))])
-            adopted.append({"room": str(uid), "unsigned_upto": room.version})
-        return {"adopted": adopted, "not_adopted": skipped}
-
-    def unsigned_upto(self, room_id: UUID) -> int:
-        """The version up to which an adopted room's events carry no signature, from its
-        latest snapshot if that is signed (0: none; a snapshot deleted or forged leaves
-        the events unsigned, which the audit then reports)."""
+    def trusted(self, room_id: UUID) -> Trusted | None:
+        """The key a room's import named (`import --trust-key`), from its latest snapshot
+        if that is signed (None: none; a snapshot deleted or forged leaves the appends
+        that key signed unverified, which a past view or the audit then reports)."""
         if self.snapshots is None:
-            return 0
+            return None
         for snapshot in self.snapshots.get(room_id, desc=True, limit=1):
             if isinstance(snapshot, RoomSnapshot) and snapshot.signature is not None and \
                     self.signer.verify(snapshot.signed_message(), snapshot.signature):
-                return int(snapshot.state.get("unsigned_upto", 0))
-        return 0
+                return snapshot.mutate(None).trusted
+        return None
 
     # --- reads ----------------------------------------------------------------
 
@@ -481,10 +444,15 @@ class RoomsApp(Application[UUID]):
                     raise Rejection("unknown_room", f"no room '{room_id}'")
                 return latest
 
+            def trusted() -> Trusted | None:  # a past view of an imported room may need it
+                return self.trusted(uid)
+
             def fold(_: Room | None, items: Any) -> Room | None:
-                room = verified_room(items, signer, whole=version is None)
-                if version is not None and room is not None:
-                    self._signed_past(room)
+                room, chain = folded(items, signer, trusted=trusted)
+                if chain is not None and room is not None:
+                    if version is not None:
+                        self._signed_past(room, chain)
+                    chain.end()
                 return room
 
             room: Room = self.repository.get(uid, version=version, projector_func=fold)
@@ -495,30 +463,22 @@ class RoomsApp(Application[UUID]):
         assert isinstance(room, Room)
         return room
 
-    def _signed_past(self, room: Room, batch: int = 64) -> None:
-        """A past version of a room is as signed: the events from its snapshot to it
-        (which `verified_room` hash-checked) are covered by the signature that ends the
-        append holding it, read on to here. Raises Damaged."""
-        last = room.last
-        if last is None:  # a snapshot at exactly that version: its signature was checked
-            return
-        head, after = room.head_hash(), room.version
-        while last.signature is None:
+    def _signed_past(self, room: Room, chain: Chain, batch: int = 64) -> None:
+        """A past version of a room is as signed: the walk goes on, reading on from
+        `room`, to the end of the append that holds its version (`Chain.end` then
+        checks its signature). Raises Damaged."""
+        after = room.version
+        while chain.last is not None and chain.last.signature is None:
             following = self.stored_records(room.id, gt=after, lte=after + batch)
             if not following:
                 raise Damaged(after, "the last append is not signed")
             for rec in following:
                 if type(rec) is not Recorded:
                     raise Damaged(rec.originator_version, cast(Undecodable, rec).problem)
-                if rec.originator_version != after + 1 or rec.prev_hash != head:
-                    raise Damaged(after + 1, "it does not carry its predecessor's hash")
-                if rec.append != last.append:
-                    raise Damaged(after, "its append is not signed")
-                head, after, last = rec.hash(), after + 1, rec
-                if last.signature is not None:
+                chain.step(rec)
+                after = rec.originator_version
+                if rec.signature is not None:
                     break
-        if not self.signer.verify(APPEND + head.encode(), last.signature):
-            raise Damaged(last.originator_version, "the signature of its append does not verify")
 
     def records(
         self, room_id: UUID, gt: int | None = None, lte: int | None = None
@@ -842,9 +802,6 @@ def damaged(room_id: UUID, d: Damaged, signer: Signer) -> Rejection:
     """The refusal of every command on a room that does not verify: for the operator."""
     missing = getattr(signer, "missing", None)
     why = missing() if missing is not None else None
-    if why is None and "not signed" in d.problem:
-        why = ("a room stored before appends were signed is signed once by "
-               "`dune-ledger keys adopt`")
     return Rejection("room_damaged", f"room {room_id} is damaged at version {d.version}: "
                      f"{d.problem}{f' ({why})' if why else ''}; its commands are refused "
                      f"until an operator restores it (run `dune-ledger audit {room_id}`)")

@@ -18,7 +18,7 @@ make the signatures: `verified_room` (every load) and the audit find it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -46,6 +46,10 @@ class Signer(Protocol):
     def sign(self, message: bytes) -> str: ...
 
     def verify(self, message: bytes, signature: str) -> bool: ...
+
+    def verify_with(self, public_key: str, message: bytes, signature: str) -> bool:
+        """Check with another public key (base64 of its raw 32 bytes)."""
+        ...
 
 
 class Damaged(Exception):
@@ -202,9 +206,8 @@ class Room:
         self.pending: list[Recorded] = []
         # Another process was seen writing this room: catch up before deciding on it.
         self.written_elsewhere = False
-        # A room stored before signing, adopted (`RoomsApp.adopt_unsigned`): its events
-        # up to this version carry no signature; every signed snapshot says so.
-        self.unsigned_upto = 0
+        # A key named at its import (`Trusted`): every signed snapshot carries it.
+        self.trusted: Trusted | None = None
 
     def head_hash(self) -> str:
         if self.last_hash is None:
@@ -288,7 +291,8 @@ class RoomSnapshot:
                 "tokens": room.token_hashes,
                 "spectator": room.spectator_hash,
                 "commands": room.commands,
-                **({"unsigned_upto": room.unsigned_upto} if room.unsigned_upto else {}),
+                **({"trusted": {"key": room.trusted.key, "upto": room.trusted.upto}}
+                   if room.trusted is not None else {}),
             },
         )
 
@@ -299,7 +303,8 @@ class RoomSnapshot:
         room.token_hashes = dict(self.state["tokens"])
         room.spectator_hash = self.state.get("spectator")
         room.commands = {k: list(v) for k, v in self.state["commands"].items()}
-        room.unsigned_upto = int(self.state.get("unsigned_upto", 0))
+        trusted = self.state.get("trusted")
+        room.trusted = Trusted(str(trusted["key"]), int(trusted["upto"])) if trusted else None
         return room
 
 
@@ -324,60 +329,179 @@ class Undecodable:
 Stored = Recorded | RoomSnapshot | Undecodable
 
 
-def verified_room(items: Iterable[Stored], signer: Signer, *, room: Room | None = None,
-                  whole: bool = True) -> Room | None:
-    """Fold stored events (after a snapshot, or from the first) into a Room, checking
-    as it goes what a load can check cheaply (RULES 8): every row decodes, versions
-    follow each other, each event carries its predecessor's hash, the snapshot's
-    signature, and the signature of the last append (which covers every event before
-    it through the hashes); every earlier append must carry one too (the audit checks
-    each). `room`: a room these events follow. `whole`: the events end where an append
-    ends (not a past version inside one). Raises `Damaged`.
+@dataclass(frozen=True, slots=True)
+class Trusted:
+    """A public key the operator named at import (`import --trust-key`): besides the
+    server's key, it verifies the room's appends up to `upto` (the imported ones).
+    Kept in the room's snapshots, which the server's key signs: a writer without the
+    key file cannot name a key of its own."""
+
+    key: str  # base64 of the raw 32-byte Ed25519 public key, as `keys show` prints it
+    upto: int
+
+
+class Chain:
+    """The one walk over a room's stored chain (RULES 8): loads, past views, imports
+    and the audit all check a room through it, so that they agree on what verifies.
+
+    Fed the events in version order (`step`), it checks that versions follow each
+    other, that each event carries its predecessor's hash, and that every append it
+    has seen end carries a signature. `end` verifies the signature that ends the
+    walk: through the hashes it authenticates every event before it, so the others
+    are only checked for presence (`every`: verify each one, as an import does).
+    When the final signature fails, it names the first append whose signature fails
+    (a bisection: an edit with its hashes recomputed breaks every signature from
+    the edited append on). Problems go to `fail` (default: raise `Damaged`); the
+    audit collects them and walks on. `signer` None: hashes only (streams built by
+    hand in tests).
     """
-    head = GENESIS if room is None else room.head_hash()
-    expected = 1 if room is None else room.version + 1
-    last: Recorded | None = None
+
+    def __init__(self, signer: Signer | None, *, head: str = GENESIS, version: int = 0,
+                 trusted: Trusted | Callable[[], Trusted | None] | None = None,
+                 every: bool = False, fail: Callable[[int, str], None] | None = None) -> None:
+        # `trusted` may be a lookup, made only if a signature needs it (the audit's:
+        # reading the room's latest snapshot costs a query and a signature check).
+        self.signer, self.trusted, self.every = signer, trusted, every
+        self.head, self.version = head, version
+        self.fail = fail if fail is not None else _raise
+        self.last: Recorded | None = None  # the last event walked: its append may go on
+        self.ends: list[tuple[int, str, str]] = []  # version, hash, signature of each end
+        self.room: object = None  # the room whose header text is kept
+        self.room_text = ""
+
+    def verify(self, version: int, digest: str, signature: str) -> bool:
+        """The signature of the append ending at `version` (chain hash `digest`)."""
+        assert self.signer is not None
+        message = APPEND + digest.encode()
+        if self.signer.verify(message, signature):
+            return True
+        if callable(self.trusted):
+            self.trusted = self.trusted()
+        trusted = self.trusted
+        return trusted is not None and version <= trusted.upto and \
+            self.signer.verify_with(trusted.key, message, signature)
+
+    def step(self, rec: Recorded) -> str:
+        """Check one event after the last; its chain hash."""
+        v = rec.originator_version
+        expected = self.version + 1
+        if v > expected:
+            self.fail(expected, f"it is missing (version {v} follows version {expected - 1})")
+        elif v < expected:
+            self.fail(v, f"it is stored again after version {expected - 1}")
+        if rec.prev_hash != self.head:
+            self.fail(v, "it does not carry its predecessor's hash")
+        last = self.last
+        if last is not None and last.append != rec.append:
+            if last.signature is None or self.every:
+                self._ended(last, self.head)
+            else:  # `_ended`, inline: the audit's path, once an append
+                self.ends.append((last.originator_version, self.head, last.signature))
+        if rec.originator_id is not self.room:
+            self.room, self.room_text = rec.originator_id, str(rec.originator_id)
+        # `chain_hash`, inline: loads and the audit pay for it on every event.
+        self.head = hashlib.sha256(
+            f"{self.room_text}:{v}:{type(rec.fact).__name__}\n".encode() + rec.body()
+        ).hexdigest()
+        self.version, self.last = v, rec
+        return self.head
+
+    def _ended(self, rec: Recorded, digest: str) -> None:
+        if self.signer is None:
+            return
+        v = rec.originator_version
+        if rec.signature is None:
+            self.fail(v, "its append is not signed")
+        elif self.every and not self.verify(v, digest, rec.signature):
+            self.fail(v, "the signature of its append does not verify with the server's key")
+        else:
+            self.ends.append((v, digest, rec.signature))
+
+    def end(self) -> None:
+        """The walk ends where an append ends: its signature must verify."""
+        last = self.last
+        if last is None or self.signer is None:
+            return
+        if last.signature is None:
+            self.fail(last.originator_version, "the last append is not signed")
+            return
+        self._ended(last, self.head)
+        if self.every or self.verify(*self.ends[-1]):
+            return
+        # The first end whose signature fails: all before it verify (each covers the
+        # ones before it), all after it fail.
+        low, high = 0, len(self.ends) - 1
+        while low < high:
+            mid = (low + high) // 2
+            if self.verify(*self.ends[mid]):
+                low = mid + 1
+            else:
+                high = mid
+        self.fail(self.ends[low][0], "the signature of its append does not verify with "
+                  "the server's key")
+
+
+def _raise(version: int, problem: str) -> None:
+    raise Damaged(version, problem)
+
+
+def folded(items: Iterable[Stored], signer: Signer, *, room: Room | None = None,
+           trusted: Trusted | Callable[[], Trusted | None] | None = None
+           ) -> tuple[Room | None, Chain | None]:
+    """Fold stored events (after a snapshot, or from the first) into a Room, walking
+    the chain as they go (`Chain.step`; a snapshot's signature must verify), and the
+    walk, for its caller to end. `room`: a room these events follow; `trusted`: the
+    key its import named, for a walk from the first event (a snapshot or `room`
+    carries its own). Raises `Damaged`.
+    """
+    chain = None if room is None else Chain(signer, head=room.head_hash(),
+                                           version=room.version, trusted=room.trusted)
     for item in items:
         if type(item) is Recorded:
-            v = item.originator_version
-            if v != expected:
-                raise Damaged(expected, f"version {expected} is missing" if v > expected
-                              else f"version {v} is stored out of order")
-            if item.prev_hash != head:
-                raise Damaged(v, "it does not carry its predecessor's hash")
-            if last is not None and last.append != item.append and last.signature is None:
-                raise Damaged(last.originator_version, "its append is not signed")
-            if room is None and not isinstance(item.fact, RoomCreated):
-                raise Damaged(v, "the stream does not start with RoomCreated")
+            if chain is None:
+                if not isinstance(item.fact, RoomCreated):
+                    raise Damaged(item.originator_version,
+                                  "the stream does not start with RoomCreated")
+                chain = Chain(signer, trusted=trusted)
+            digest = chain.step(item)
             try:
                 room = item.mutate(room)
             except Exception:  # the operator's audit names the error; a seat gets no detail
-                raise Damaged(v, f"{item.type} cannot be applied to the state before "
-                                 "it") from None
-            head = room.last_hash = item.hash()
-            expected, last = v + 1, item
+                raise Damaged(item.originator_version, f"{item.type} cannot be applied to "
+                                                       "the state before it") from None
+            room.last_hash = digest
         elif isinstance(item, RoomSnapshot):
             v = item.originator_version
-            if room is not None or last is not None:
+            if room is not None or chain is not None:
                 raise Damaged(v, "a snapshot is stored among the events")
-            if item.signature is None:
-                raise Damaged(v, "the snapshot is not signed")
-            if not signer.verify(item.signed_message(), item.signature):
-                raise Damaged(v, "the snapshot's signature does not verify")
-            try:
-                room = item.mutate(None)
-            except Exception:
-                raise Damaged(v, "the snapshot does not hold a room's state") from None
-            head, expected = room.head_hash(), v + 1
+            room = verified_snapshot(item, signer)
+            chain = Chain(signer, head=room.head_hash(), version=v, trusted=room.trusted)
         else:
             item.mutate(room)  # an Undecodable: raises Damaged
-    if whole and last is not None:
-        if last.signature is None:
-            raise Damaged(last.originator_version, "the last append is not signed")
-        if not signer.verify(APPEND + head.encode(), last.signature):
-            raise Damaged(last.originator_version,
-                          "the signature of the last append does not verify")
+    return room, chain
+
+
+def verified_room(items: Iterable[Stored], signer: Signer, *, room: Room | None = None
+                  ) -> Room | None:
+    """`folded`, ending where the last append ends: its signature must verify
+    (`Chain.end`). Raises `Damaged`."""
+    room, chain = folded(items, signer, room=room)
+    if chain is not None:
+        chain.end()
     return room
+
+
+def verified_snapshot(snapshot: RoomSnapshot, signer: Signer) -> Room:
+    """The room a snapshot holds, once its signature verifies. Raises `Damaged`."""
+    v = snapshot.originator_version
+    if snapshot.signature is None:
+        raise Damaged(v, "the snapshot is not signed")
+    if not signer.verify(snapshot.signed_message(), snapshot.signature):
+        raise Damaged(v, "the snapshot's signature does not verify")
+    try:
+        return snapshot.mutate(None)
+    except Exception:
+        raise Damaged(v, "the snapshot does not hold a room's state") from None
 
 
 def project_room(room: Room | None, events: Iterable[Recorded | RoomSnapshot]) -> Room | None:

@@ -187,6 +187,15 @@ def at_least_one(text: str) -> int:
     return int(text)
 
 
+def public_key(text: str) -> str:
+    from infrastructure.transfer import valid_public_key
+
+    if not valid_public_key(text):
+        raise argparse.ArgumentTypeError("an Ed25519 public key as `dune-ledger keys show` "
+                                         "prints it: the base64 of its raw 32 bytes")
+    return text
+
+
 def port_number(text: str) -> int:
     if not text.isdigit() or not 0 < int(text) < 65536:
         raise argparse.ArgumentTypeError(f"a port between 1 and 65535, not {text!r}")
@@ -394,7 +403,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise Exit(2, f"{args.file}: {e}") from None
     with rooms(args) as app:
         try:
-            stored = import_rooms(app, exported)
+            stored = import_rooms(app, exported, args.trust_key)
         except ImportRefused as e:
             print(f"import refused, nothing stored: {e}", file=sys.stderr)
             return 1
@@ -472,14 +481,10 @@ def check_listen(host: str, port: int) -> None:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from infrastructure.keys import KeyFileError, adopt_rooms, init_key_file, public_key_info
+    from infrastructure.keys import KeyFileError, init_key_file, public_key_info
 
     try:
-        if args.keys_cmd == "adopt":
-            url = store_url(args)
-            with store_errors(url), open_rooms(url, key_file=args.file) as app:
-                emit(adopt_rooms(app, args.file))
-        elif args.keys_cmd == "init":
+        if args.keys_cmd == "init":
             emit(init_key_file(args.file, cipher=args.cipher))
         else:
             emit(public_key_info(args.file))
@@ -698,8 +703,12 @@ def build_parser() -> argparse.ArgumentParser:
     imp = command(sub, "import", "store exported rooms unchanged (same ids, versions and "
                   "hashes); refuses, storing nothing, a room that exists or does not verify",
                   "dune-ledger --db postgresql://postgres@127.0.0.1:5432/dune import "
-                  "backup.jsonl")
+                  "backup.jsonl",
+                  "dune-ledger import other-site.jsonl --trust-key 'Vq1...='")
     imp.add_argument("file", metavar="FILE", help="a file `export` wrote, or - for stdin")
+    imp.add_argument("--trust-key", type=public_key, metavar="PUBLIC_KEY",
+                     help="also accept appends signed by this Ed25519 public key (base64, as "
+                          "the source's `dune-ledger keys show` prints it)")
     imp.set_defaults(fn=cmd_import)
 
     worker = command(sub, "worker", "follow the event log: read models, autopilot seats, "
@@ -727,9 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
     kinit.add_argument("--cipher", action="store_true",
                        help="also an AES-256 key: encryption at rest")
     kshow = command(ksub, "show", "print the public signing key", "dune-ledger keys show")
-    kadopt = command(ksub, "adopt", "sign, once, the rooms stored before signing",
-                     "dune-ledger keys adopt")
-    for kp in (kinit, kshow, kadopt):
+    for kp in (kinit, kshow):
         kp.add_argument("--file", help="the key file (default: $DUNE_LEDGER_KEY_FILE, else "
                                        "dune-ledger.key)")
         kp.set_defaults(fn=cmd_keys)

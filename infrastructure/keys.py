@@ -64,6 +64,9 @@ def unb64(text: Any, what: str, size: int) -> bytes:
     return raw
 
 
+VERIFIED_KEPT = 4096  # verified signatures kept in memory, per process
+
+
 class Keys:
     """The key file of one process, read once, created on the first signature if missing.
 
@@ -76,6 +79,7 @@ class Keys:
         self.signing: Ed25519PrivateKey | None = None
         self.public: list[Ed25519PublicKey] = []  # the current key first, then retired ones
         self.cipher_key: str | None = None
+        self.verified: dict[tuple[bytes, str], None] = {}  # signatures that verified
         self.loaded = False
         if not self.load():
             # Created by the first write: a setting that cannot work is said now, not
@@ -165,6 +169,8 @@ class Keys:
         return b64(self.signing.sign(message))
 
     def verify(self, message: bytes, signature: str) -> bool:
+        if (message, signature) in self.verified:
+            return True
         if not self.public:
             self.load()  # another process may have created it since
         try:
@@ -174,9 +180,15 @@ class Keys:
         for key in self.public:
             try:
                 key.verify(raw, message)
-                return True
             except InvalidSignature:
                 continue
+            # The same bytes verify the same way: a load and the audit, or the audit
+            # and the load it compares with, check the last append's signature once
+            # (106 µs, docs/benchmarks.md). Only successes are kept, a bounded few.
+            if len(self.verified) >= VERIFIED_KEPT:
+                self.verified.clear()
+            self.verified[message, signature] = None
+            return True
         return False
 
     def row_key(self, create: bool = True) -> bytes | None:
@@ -196,6 +208,15 @@ class Keys:
                                          serialization.NoEncryption())
         return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                     info=b"dune-ledger:read-model-rows").derive(raw)
+
+    def verify_with(self, public_key: str, message: bytes, signature: str) -> bool:
+        """Check a signature with a key named at an import (`import --trust-key`)."""
+        try:
+            key = Ed25519PublicKey.from_public_bytes(unb64(public_key, "public key", 32))
+            key.verify(base64.b64decode(signature, validate=True), message)
+        except (KeyFileError, InvalidSignature, binascii.Error, ValueError):
+            return False
+        return True
 
     def missing(self) -> str | None:
         """Why no signature can be checked (no key file), or None."""
@@ -255,28 +276,6 @@ def public_key_text(path: str | os.PathLike[str] | None = None) -> str:
     """The public signing key as PEM text, for `GET /keys` (the key file is created
     when missing, as the server's first write would)."""
     return str(public_key_info(path, create=True)["pem"])
-
-
-def adopt_rooms(app: Any, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """`keys adopt`: sign, once per key file, the rooms stored before appends were signed
-    (application/rooms.RoomsApp.adopt_unsigned). Once only: a room whose signatures
-    someone stripped later looks just like an old one, and must stay damaged."""
-    keys = Keys(path)
-    if not keys.loaded:
-        raise KeyFileError(f"there is no key file at {keys.path}: run `dune-ledger keys init`")
-    data = orjson.loads(keys.path.read_bytes())
-    if data.get("adopted_at"):
-        raise KeyFileError(f"the rooms stored before signing were adopted with this key file "
-                           f"on {data['adopted_at']}: adoption is done once, so that a room "
-                           "whose signatures were stripped since stays damaged")
-    report = app.adopt_unsigned()
-    from datetime import UTC, datetime
-
-    data["adopted_at"] = datetime.now(UTC).isoformat()
-    temp = keys.path.with_name(f".{keys.path.name}.adopt.{os.getpid()}")
-    write_private(temp, data)
-    os.replace(temp, keys.path)
-    return {"ok": True, **report}
 
 
 def init_key_file(path: str | os.PathLike[str] | None = None, *, cipher: bool = False

@@ -20,22 +20,20 @@ payloads and signatures, so the same hashes) through the application's
 mapper (which encrypts it when the store has a cipher key) and recorder, so
 that the read models follow it as they follow commands. It first checks the
 whole file and refuses all of it, storing nothing, when any room already
-exists in the store, or does not verify: a line that is not an event, a hash
-that is not its event's, a version out of order, a signature that this
-store's key does not verify, or an audit of the room's replay (chain,
-signatures, conservation, shuffles, hand limits) that finds a problem. The
-signatures are the source's: the importing store must sign with the same key
-file.
-
-A room written before the chain was signed carries no signature up to some
-version (all of it, in an export made before signing): its events up to there
-verify by their hashes, which every later signature covers. Such a room is
-adopted as `dune-ledger keys adopt` does (docs/security.md): its snapshots,
-signed with this store's key, record that version (`unsigned_upto`).
+exists in the store, or does not verify (RULES 8): a line that is not an
+event, a hash that is not its event's, a version out of order, an append
+without a signature or whose signature neither this store's key nor the key
+named with `--trust-key` verifies (the chain is walked as every load walks it:
+application/stream.Chain), or an audit of the room's replay (conservation,
+shuffles, hand limits) that finds a problem. A trusted key is recorded in the
+room's snapshots, which this store's key signs; later appends are signed with
+this store's key.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -46,8 +44,18 @@ import orjson
 
 from application.audit import audit_records
 from application.rooms import RoomsApp, room_uuid
-from application.stream import Recorded, Room, RoomSnapshot, signed, unsigned
+from application.stream import (
+    Chain,
+    Damaged,
+    Recorded,
+    Room,
+    RoomSnapshot,
+    Trusted,
+    signed,
+    unsigned,
+)
 from domain.errors import Rejection
+from domain.events import RoomCreated
 from infrastructure import strict_json
 
 FIELDS = ("room", "version", "type", "payload", "prev", "hash", "sig")
@@ -160,71 +168,78 @@ def earlier_line(line: dict[str, Any]) -> dict[str, Any]:
 class Checked:
     room: UUID
     records: list[Recorded]
-    unsigned_upto: int  # the events up to this version carry no signature (0: none)
+    trusted: Trusted | None  # the key named with --trust-key, for these appends
 
 
-def verified(app: RoomsApp, exported: ExportedRoom) -> Checked:
-    """The room's events as the mapper reads them, once every check has passed."""
+def verified(app: RoomsApp, exported: ExportedRoom, trust_key: str | None = None) -> Checked:
+    """The room's events as the mapper reads them, once every check has passed: every
+    hash, every append's signature under the server's key (or `trust_key`, the
+    base64 public key the operator named), and an audit of the room's replay."""
     room = str(exported.room)
+    trusted = Trusted(trust_key, len(exported.lines)) if trust_key is not None else None
+    walk = Chain(app.signer, trusted=trusted, every=True)
     records: list[Recorded] = []
-    for expected, line in enumerate(exported.lines, start=1):
-        where = f"room {room} version {line['version']}"
-        if line["version"] != expected:
-            raise ImportRefused(f"room {room}: version {line['version']} where {expected} "
-                                "was expected")
-        payload = line["payload"].encode("utf-8")
-        rec = app.mapper.recorded(  # type: ignore[attr-defined]
-            exported.room, expected, line["type"], signed(payload, line["sig"]))
-        if not isinstance(rec, Recorded):
-            raise ImportRefused(f"{where}: not a stored event ({rec.problem})")
-        if rec.body() != payload or rec.signature != line["sig"]:
-            raise ImportRefused(f"{where}: the payload carries a signature of its own")
-        if rec.hash() != line["hash"]:
-            raise ImportRefused(f"{where}: the hash is not the hash of its event")
-        if rec.prev_hash != line["prev"]:
-            raise ImportRefused(f"{where}: prev is not the prev of its payload")
-        records.append(rec)
-    upto = unsigned_prefix(records)
     try:
-        report, _ = audit_records(room, records, signer=app.signer, unsigned_upto=upto)
+        for expected, line in enumerate(exported.lines, start=1):
+            where = f"room {room} version {line['version']}"
+            if line["version"] != expected:
+                raise ImportRefused(f"room {room}: version {line['version']} where "
+                                    f"{expected} was expected")
+            payload = line["payload"].encode("utf-8")
+            rec = app.mapper.recorded(  # type: ignore[attr-defined]
+                exported.room, expected, line["type"], signed(payload, line["sig"]))
+            if not isinstance(rec, Recorded):
+                raise ImportRefused(f"{where}: not a stored event ({rec.problem})")
+            if rec.body() != payload or rec.signature != line["sig"]:
+                raise ImportRefused(f"{where}: the payload carries a signature of its own")
+            if expected == 1 and not isinstance(rec.fact, RoomCreated):
+                raise ImportRefused(f"{where}: the room does not start with RoomCreated")
+            if walk.step(rec) != line["hash"]:
+                raise ImportRefused(f"{where}: the hash is not the hash of its event")
+            if rec.prev_hash != line["prev"]:
+                raise ImportRefused(f"{where}: prev is not the prev of its payload")
+            records.append(rec)
+        walk.end()
+    except Damaged as d:
+        hint = ""
+        if "does not verify" in d.problem:
+            hint = (" (signed with another key? name the source's public key, as its "
+                    "`dune-ledger keys show` prints it, with --trust-key if you trust it)"
+                    if trust_key is None else " nor with the key named with --trust-key")
+        raise ImportRefused(f"room {room} does not verify at version {d.version}: "
+                            f"{d.problem}{hint}") from None
+    try:  # the chain holds: now the rules' checks on its replay
+        report, _ = audit_records(room, records)
     except Exception as e:  # a payload of the right shape whose fact does not fit
         raise ImportRefused(f"room {room}: its replay fails ({type(e).__name__})") from None
     failed = {name: check["details"][:3] for name, check in report["checks"].items()
               if not check["ok"]}
     if failed:
-        hint = ""
-        if any("signature" in d for d in failed.get("chain_intact", [])):
-            hint = (" (signed with another key? import into a store that uses the "
-                    "source's key file, DUNE_LEDGER_KEY_FILE)")
-        raise ImportRefused(f"room {room} does not verify: {orjson.dumps(failed).decode()}"
-                            f"{hint}")
-    return Checked(exported.room, records, upto)
-
-
-def unsigned_prefix(records: list[Recorded]) -> int:
-    """The last version of the appends, from the first, that carry no signature: a
-    room stored before the chain was signed (all of it, or up to its adoption)."""
-    upto = 0
-    for i, rec in enumerate(records):
-        ends_append = i + 1 == len(records) or records[i + 1].append != rec.append
-        if ends_append:
-            if rec.signature is not None:
-                break
-            upto = rec.originator_version
-    return upto
+        raise ImportRefused(f"room {room} does not verify: {orjson.dumps(failed).decode()}")
+    return Checked(exported.room, records, trusted)
 
 
 def exists(app: RoomsApp, room: UUID) -> bool:
     return bool(app.recorder.select_events(room, limit=1))
 
 
-def import_rooms(app: RoomsApp, rooms: list[ExportedRoom]) -> dict[str, int]:
-    """Check every room, then store them all; {room: events stored}."""
+def import_rooms(app: RoomsApp, rooms: list[ExportedRoom], trust_key: str | None = None
+                 ) -> dict[str, int]:
+    """Check every room, then store them all; {room: events stored}. `trust_key`: a
+    public key (base64 of its raw 32 bytes) whose signatures the store accepts for
+    the appends of this file, recorded in each room's signed snapshot."""
+    if trust_key is not None:
+        if not valid_public_key(trust_key):
+            raise ImportRefused("--trust-key must be an Ed25519 public key as `dune-ledger "
+                                "keys show` prints it: the base64 of its raw 32 bytes")
+        if app.snapshots is None:
+            raise ImportRefused("--trust-key needs a store that keeps snapshots: the trust "
+                                "is recorded in a snapshot signed with this server's key")
     checked: list[Checked] = []
     for exported in rooms:
         if exists(app, exported.room):
             raise ImportRefused(f"room {exported.room} already exists in this store")
-        checked.append(verified(app, exported))
+        checked.append(verified(app, exported, trust_key))
     stored: dict[str, int] = {}
     for room in checked:
         store_room(app, room)
@@ -232,11 +247,19 @@ def import_rooms(app: RoomsApp, rooms: list[ExportedRoom]) -> dict[str, int]:
     return stored
 
 
+def valid_public_key(text: str) -> bool:
+    try:
+        return len(base64.b64decode(text, validate=True)) == 32
+    except (binascii.Error, ValueError):
+        return False
+
+
 def store_room(app: RoomsApp, checked: Checked) -> None:
     """Append the room's events as they were, then its snapshots (at the app's interval,
-    as commands would have taken them, and at the end of an unsigned prefix), made from
-    the same events and signed with this store's key."""
-    records, upto = checked.records, checked.unsigned_upto
+    as commands would have taken them, and at the end when a key was trusted, so that
+    loads find that trust), made from the same events and signed with this store's
+    key."""
+    records, trusted = checked.records, checked.trusted
     mapper = app.mapper
     for start in range(0, len(records), IMPORT_BATCH):
         batch = records[start:start + IMPORT_BATCH]
@@ -252,10 +275,8 @@ def store_room(app: RoomsApp, checked: Checked) -> None:
         if i + 1 < len(records) and records[i + 1].append == rec.append:
             continue  # snapshots fall where appends end, as commands take them
         crossed = bool(interval) and v // interval > (rec.append - 1) // interval
-        # None before the end of an unsigned prefix: a load from it would check
-        # signatures that the events after it do not carry.
-        if v == upto or (v > upto and (crossed or (upto and i + 1 == len(records)))):
-            room.unsigned_upto = upto
+        if crossed or (trusted is not None and i + 1 == len(records)):
+            room.trusted = trusted
             snapshots.append(signed_snapshot(app, room))
     if snapshots:
         app.snapshots.put(snapshots)

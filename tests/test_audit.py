@@ -75,7 +75,7 @@ def test_a_part_started_from_a_state_checks_as_the_whole_stream_does():
         assert part["checks"]["chain_intact"]["ok"] is True
         wrong, _ = audit_records("r", records[split:], start=start(split, GENESIS))
         assert wrong["checks"]["chain_intact"]["details"] == [
-            f"version {split + 1} does not carry its predecessor's hash"]
+            f"version {split + 1}: it does not carry its predecessor's hash"]
 
 
 def test_an_event_that_does_not_fit_breaks_the_chain_check():
@@ -116,7 +116,7 @@ def test_a_stored_byte_edited_at_a_middle_version_breaks_the_chain_after_it():
     records[2].stored = records[2].body().replace(b"2026", b"2027")
     report, _ = audit_records("r", records)
     assert report["checks"]["chain_intact"]["details"] == [
-        "version 4 does not carry its predecessor's hash"]
+        "version 4: it does not carry its predecessor's hash"]
 
 
 def test_an_event_of_another_room_spliced_in_breaks_the_chain():
@@ -127,7 +127,7 @@ def test_an_event_of_another_room_spliced_in_breaks_the_chain():
                           spliced.seat, spliced.command_id, spliced.append, spliced.at)
     report, _ = audit_records("r", records)
     assert report["checks"]["chain_intact"]["details"] == [
-        "version 4 does not carry its predecessor's hash"]
+        "version 4: it does not carry its predecessor's hash"]
 
 
 def test_the_audit_leaves_garbage_collection_as_it_found_it():

@@ -115,16 +115,16 @@ def test_a_process_between_storing_the_log_and_the_views_is_no_finding(url: str)
         assert public_log.name == "public_log"
         store = models.store  # type: ignore[attr-defined]
         read_log = store.log_at
-        looks: list[tuple[int, list[str]]] = []
+        looks: list[tuple[int, list[tuple[int, str]]]] = []
 
-        def log_at(room_id: str) -> tuple[int, list[str]]:
+        def log_at(room_id: str, **kwargs: Any) -> tuple[int, list[tuple[int, str]]]:
             if not looks:  # the first look: a command lands, its log entries stored alone
                 draw_and_discard(player, room)
                 recorder = player.recorder
                 notes = recorder.select_notifications(
                     start=models.position() + 1, limit=100)  # type: ignore[attr-defined]
                 public_log.process(player.read_models.decode(notes))  # type: ignore[attr-defined]
-            looks.append(read_log(room_id))
+            looks.append(read_log(room_id, **kwargs))
             return looks[-1]
 
         store.log_at = log_at

@@ -114,7 +114,7 @@ def test_an_edited_event_is_reported_as_one_process_reports_it(url: str, where: 
     with opened(url) as app:
         report = one_process_answers(app, room)
         # (and the edited event's own append signature, when it ends an append)
-        assert f"version {version + 1} does not carry its predecessor's hash" in \
+        assert f"version {version + 1}: it does not carry its predecessor's hash" in \
             report["checks"]["chain_intact"]["details"]
 
 

@@ -82,3 +82,16 @@ def test_projections_bench_runs_its_three_parts(tmp_path: Path) -> None:
     assert "| rebuild both read models |" in done.stdout
     assert "| p50 | p95 | max |" in done.stdout
     assert "| a seat's view (catch-up included) |" in done.stdout
+
+
+def test_audit_bench_reports_both_figures_on_clean_rooms() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_audit.py"), "--storage", "sqlite",
+         "--events", "400", "--rooms", "6", "--room-events", "20", "--passes", "1"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    long, many = json.loads(done.stdout)["figures"]
+    assert long["figure"] == "long" and long["events"] >= 400 and long["appends"] > 1
+    assert long["audit_events_per_s"] > 0 and long["walk_every_signature_events_per_s"] > 0
+    assert many["figure"] == "many" and many["rooms"] == 6 and many["events"] >= 6 * 20

@@ -74,7 +74,8 @@ DAMAGE: dict[str, tuple[Callable[[str, RoomsApp, str], None], int, str]] = {
     "a truncated row": (row_cut_in_half, 3, "cannot be read"),
     "a payload that is not JSON": (not_json, 3, "not JSON"),
     "an unknown topic": (unknown_topic, 3, "not one of ours"),
-    "a deleted middle event": (middle_deleted, 3, "version 4 found where 3 was expected"),
+    "a deleted middle event": (middle_deleted, 3,
+                               "version 3: it is missing (version 4 follows version 2)"),
     "a snapshot that is not JSON": (snapshot_not_json, 4, "unloadable"),
     # (audit --all still finds the room: it lists rooms by their stored events)
     "a renamed RoomCreated": (lambda url, app, room: update(url, app, room, 1, "topic",

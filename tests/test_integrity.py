@@ -252,38 +252,30 @@ def test_a_signature_covers_the_chain_hash_of_the_last_event_only() -> None:
                            signature)
 
 
-def test_a_room_stored_before_signing_is_adopted_once_and_signed_from_there_on(
+def test_a_room_without_signatures_stays_damaged_and_nothing_signs_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """RULES 8: an unsigned chain is damage, whatever its age. A room stripped of its
+    signatures (as a room stored before signing would look) is refused, and neither a
+    command nor the key commands turn it into a signed room."""
     from infrastructure.cli import main
 
     url = f"sqlite:///{tmp_path / 'rooms.db'}"
     key = str(tmp_path / "server.key")
     with opened(url, key_file=key) as app:
         old, _ = played(app)
-        signed_room, _ = played(app)
-        # As an older version stored it: no signature, no snapshot.
-        rewrite(app, url, old, lambda rec: None, keep_signatures=False)
-        version = app.load(signed_room).version
-    with opened(url, key_file=key) as app:
-        assert "keys adopt" in refused_as_damaged(app, old)
-    assert main(["--db", url, "keys", "adopt", "--file", key]) == 0
-    adopted = orjson.loads(capsys.readouterr().out)
-    assert adopted["adopted"] == [{"room": old, "unsigned_upto": version}]  # only the old one
-    with opened(url, key_file=key) as app:
-        assert app.execute(old, "emperor", {"type": "discard", "card": "karama-1"})["ok"]
-        assert audit_room(app, old)["ok"]
-        assert audit_room(app, signed_room)["ok"]
-    # Once only: a room stripped of its signatures later stays damaged.
-    with opened(url, key_file=key) as app:
-        rewrite(app, url, signed_room, lambda rec: None, keep_signatures=False)
-    assert main(["--db", url, "keys", "adopt", "--file", key]) == 2
-    with opened(url, key_file=key) as app:
-        assert "not signed" in refused_as_damaged(app, signed_room)
-        # The adopted room's later appends are signed: stripped, they are found too.
         rewrite(app, url, old, lambda rec: None, keep_signatures=False)
     with opened(url, key_file=key) as app:
+        message = refused_as_damaged(app, old)
+        assert "not signed" in message and "adopt" not in message
+    assert main(["--db", url, "keys", "adopt", "--file", key]) == 2  # no such command
+    capsys.readouterr()
+    with opened(url, key_file=key) as app:
+        done = app.execute(old, "harkonnen", {"type": "draw"})
+        assert done["error"]["code"] == "room_damaged"
         assert "not signed" in refused_as_damaged(app, old)
         assert not audit_room(app, old)["ok"]
+        assert all(r.signature is None for r in app.stored_records(UUID(old))
+                   if isinstance(r, Recorded))
 
 
 def test_a_process_that_kept_the_room_finds_an_append_made_without_the_key(url: str) -> None:
@@ -343,3 +335,46 @@ def test_a_past_view_between_snapshots_is_checked_against_its_appends_signature(
             assert refused.value.code == "room_damaged"
         assert app.view_at(room, 9, "emperor")["version"] == 9
         assert not audit_room(app, room)["ok"]
+
+
+def test_an_edit_in_the_middle_names_its_append_as_the_first_that_fails(url: str) -> None:
+    """The audit verifies the signature that ends the stream; when it fails it finds the
+    first append whose signature fails (each covers the ones before it), and names it."""
+    with opened(url) as app:
+        room, _ = played(app)
+        for _ in range(4):
+            assert app.execute(room, "emperor", {"type": "draw"})["ok"]
+            card = app.load(room).state.seat("emperor").hand[-1]
+            assert app.execute(room, "emperor", {"type": "discard", "card": card})["ok"]
+        records = app.records(UUID(room))
+        starts = [r.originator_version for r in records if r.append == r.originator_version]
+        edited = starts[len(starts) // 2]  # an append in the middle
+        end = starts[starts.index(edited) + 1] - 1  # the last event of that append
+        rewrite(app, url, room, lambda rec: setattr(rec, "at", "2000-01-01T00:00:00+00:00")
+                if rec.originator_version == edited else None)
+    with opened(url) as app:
+        details = audit_room(app, room)["checks"]["chain_intact"]["details"]
+        assert details == [f"version {end}: the signature of its append does not verify "
+                           "with the server's key"]
+
+
+def test_a_middle_append_whose_signature_is_gone_is_found(url: str) -> None:
+    """Every append must carry a signature, though only the last is verified: one
+    deleted in the middle (the hashes untouched) is named by the audit."""
+    with opened(url) as app:
+        room, _ = played(app)
+        records = app.records(UUID(room))
+        middle = records[2]
+        assert middle.signature is not None and records[3].append != middle.append
+        middle.signature = None
+        events, _ = tables(app)
+        tamper(url, f"UPDATE {events} SET state = ? WHERE originator_id = ? "
+                    "AND originator_version = ?",
+               app.mapper.seal(middle.stored_form()),  # type: ignore[attr-defined]
+               room_key(url, room), middle.originator_version)
+    with opened(url) as app:
+        report = audit_room(app, room)
+        assert report["checks"]["chain_intact"]["details"] == [
+            "version 3: its append is not signed"]
+        # The stored stream is the same bytes otherwise: only the audit had to tell.
+        assert not report["ok"]

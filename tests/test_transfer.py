@@ -5,20 +5,24 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import orjson
 import pytest
 
 from application.audit import audit_room
-from application.rooms import RoomsApp
-from application.stream import APPEND, chain_hash
+from application.rooms import RoomsApp, token_hash
+from application.stream import APPEND, Recorded, chain_hash, signed
+from domain.events import CardDrawn
 from infrastructure.demo import play_demo
-from infrastructure.keys import public_key_info
+from infrastructure.keys import Keys, init_key_file, public_key_info
 from infrastructure.storage import open_rooms
 from infrastructure.transfer import ImportRefused, export_rooms, import_rooms, parse_export
-from tests.support import long_room
+from tests.support import layout, long_room, opened
+from tests.test_audit_parts import room_key, tables, tamper
 
 
 def exported(app: RoomsApp, rooms: list[str] | None = None) -> bytes:
@@ -228,3 +232,157 @@ def test_an_export_line_carries_the_hashed_payload_and_its_signature(source):
             assert app.signer.verify(APPEND + line["hash"].encode(), line["sig"])
     assert lines[0]["prev"] == "0" * 64 and lines[1]["prev"] == lines[0]["hash"]
     app.close()
+
+
+# --- trust at the import (issue 24 item 1) ------------------------------------------
+
+
+def forged(text: bytes, edit: Callable[[dict[str, Any]], None], *,
+           keep_signatures: bool = False) -> bytes:
+    """What a forger without the key makes of an export: each payload edited by `edit`,
+    every hash and prev recomputed, the signatures deleted (or kept as they were)."""
+    out, prev = [], ""
+    for raw in text.splitlines():
+        line = orjson.loads(raw)
+        if line["version"] == 1:
+            prev = "0" * 64
+        body = orjson.loads(line["payload"])
+        edit(body)
+        body["prev"] = prev
+        payload = orjson.dumps(body).decode()
+        digest = chain_hash(line["room"], line["version"], line["type"], payload.encode())
+        out.append(orjson.dumps({**line, "payload": payload, "prev": prev, "hash": digest,
+                                 "sig": line["sig"] if keep_signatures else None}))
+        prev = digest
+    return b"\n".join(out) + b"\n"
+
+
+def richer_emperor(body: dict[str, Any]) -> None:
+    """The issue's forgery: 50 more spice to the Emperor at creation, 50 less in the Bank."""
+    if "state" in body["fact"]:
+        state = body["fact"]["state"]
+        next(s for s in state["seats"] if s["faction"] == "emperor")["spice"] += 50
+        state["bank"] -= 50
+
+
+def planted_tokens(body: dict[str, Any]) -> None:
+    richer_emperor(body)
+    if "token_hashes" in body["meta"]:
+        body["meta"]["token_hashes"] = {seat: token_hash(f"forger-{seat}")
+                                        for seat in body["meta"]["token_hashes"]}
+
+
+def one_room(app: RoomsApp) -> tuple[str, bytes]:
+    room = app.create_room(layout())["room"]
+    for seat in ("emperor", "harkonnen", "emperor"):
+        assert app.execute(room, seat, {"type": "draw"})["ok"]
+    return room, exported(app, [room])
+
+
+def nothing_stored(app: RoomsApp, room: str) -> bool:
+    return app.stored_records(UUID(room)) == []
+
+
+@pytest.mark.parametrize("edit", [richer_emperor, planted_tokens])
+def test_a_forged_export_is_refused_with_nothing_stored(url: str, tmp_path: Path, edit,
+                                                        capsys: pytest.CaptureFixture[str]):
+    from infrastructure.cli import main
+
+    # A room this server signed, in another of its stores (the same key file).
+    with open_rooms(f"sqlite:///{tmp_path / 'source.db'}") as source:
+        room, text = one_room(source)
+    path = tmp_path / "forged.jsonl"
+    for forgery, words in ((forged(text, edit), "not signed"),
+                           (forged(text, edit, keep_signatures=True), "does not verify")):
+        assert forgery != text
+        with opened(url) as target:
+            with pytest.raises(ImportRefused, match=words):
+                import_rooms(target, parse_export(forgery))
+            assert nothing_stored(target, room)
+        path.write_bytes(forgery)
+        assert main(["--db", url, "import", str(path)]) == 1
+        assert "import refused, nothing stored" in capsys.readouterr().err
+        with opened(url) as target:
+            assert nothing_stored(target, room)
+    # The genuine export goes in.
+    path.write_bytes(text)
+    assert main(["--db", url, "import", str(path)]) == 0
+    with opened(url) as target:
+        assert audit_room(target, room)["ok"]
+
+
+def test_an_export_from_another_key_needs_trust_key_and_keeps_verifying(
+        url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from infrastructure.cli import main
+
+    other = tmp_path / "other-site.key"
+    with open_rooms(f"sqlite:///{tmp_path / 'other.db'}", key_file=str(other)) as source:
+        room, text = one_room(source)
+        before = seen(source, room)
+    their_key = public_key_info(other)["public_key"]
+    third_key = init_key_file(tmp_path / "third.key")["public_key"]
+    path = tmp_path / "theirs.jsonl"
+    path.write_bytes(text)
+    with opened(url) as target:
+        with pytest.raises(ImportRefused, match="another key"):
+            import_rooms(target, parse_export(text))
+        with pytest.raises(ImportRefused, match="--trust-key"):
+            import_rooms(target, parse_export(text), third_key)
+        assert nothing_stored(target, room)
+    assert main(["--db", url, "import", str(path)]) == 1
+    assert main(["--db", url, "import", str(path), "--trust-key", "not-a-key"]) == 2
+    capsys.readouterr()
+    assert main(["--db", url, "import", str(path), "--trust-key", their_key]) == 0
+    assert orjson.loads(capsys.readouterr().out)["rooms"] == {room: before["events"]}
+    version = before["events"]
+    with opened(url) as target:  # a fresh process: nothing kept
+        assert seen(target, room) == before
+        assert target.view_at(room, 2, "emperor")["version"] == 2  # a past view verifies
+        done = target.execute(room, "harkonnen", {"type": "draw"})
+        assert done["ok"] and done["version"] == version + 1
+        last = target.records(UUID(room))[-1]  # signed by this server, not the other
+        assert target.signer.verify(last.signed_message(), str(last.signature))
+    with opened(url) as target:
+        assert audit_room(target, room)["ok"]
+        assert target.view_at(room, 2, "emperor")["version"] == 2
+        # The trust is for the imported appends only: an append signed with the trusted
+        # key later (its holder writing into this store) is damage.
+        head = target.records(UUID(room))[-1]
+        card = target.load(room).state.deck[0]
+        forgery = Recorded(head.originator_id, version + 2, CardDrawn(seat="emperor", card=card),
+                           head.hash(), "emperor", "x", version + 2, head.at)
+        forgery.signature = Keys(other).sign(forgery.signed_message())
+        target.recorder.insert_events(  # type: ignore[attr-defined]
+            [target.mapper.to_stored_event(forgery)])  # type: ignore[arg-type]
+    with opened(url) as target:
+        refused = target.execute(room, "emperor", {"type": "draw"})
+        assert refused["error"]["code"] == "room_damaged"
+        assert "does not verify" in refused["error"]["message"]
+        assert not audit_room(target, room)["ok"]
+
+
+def test_a_trusted_key_cannot_be_named_in_the_database(url: str, tmp_path: Path):
+    """The trust lives in a snapshot the server signed: a writer who puts a key of its
+    own there breaks the snapshot's signature."""
+    other = tmp_path / "other-site.key"
+    with open_rooms(f"sqlite:///{tmp_path / 'other.db'}", key_file=str(other)) as source:
+        room, text = one_room(source)
+    with opened(url) as target:
+        import_rooms(target, parse_export(text), public_key_info(other)["public_key"])
+        assert target.trusted(UUID(room)) is not None
+        assert audit_room(target, room)["ok"]
+        _, snapshots = tables(target)
+        stored = target.snapshots.get(UUID(room), desc=True, limit=1)  # type: ignore[union-attr]
+        snapshot = next(iter(stored))
+        thief = init_key_file(tmp_path / "thief.key")["public_key"]
+        state = {**snapshot.state, "trusted": {"key": thief, "upto": 10**6}}
+        body = orjson.dumps({"state": state, "at": snapshot.at})
+        tamper(url, f"UPDATE {snapshots} SET state = ? WHERE originator_id = ?",
+               target.mapper.seal(  # type: ignore[attr-defined]
+                   signed(body, snapshot.signature)), room_key(url, room))
+    with opened(url) as target:
+        assert target.trusted(UUID(room)) is None  # the snapshot no longer verifies
+        refused = target.execute(room, "emperor", {"type": "draw"})
+        assert refused["error"]["code"] == "room_damaged"
+        assert "snapshot" in refused["error"]["message"]
+        assert not audit_room(target, room)["ok"]
