@@ -37,6 +37,8 @@ from projections.projectors import (
 from projections.store import PUBLIC, MemoryStore, SealedRowError, Store
 
 BATCH = 500
+# Seconds a catch-up waits for events that committed but have not settled (PostgreSQL).
+SETTLING = 2.0
 log = logging.getLogger("dune_ledger.read_models")
 # Room states each projector keeps in memory (least recently used first out); an
 # evicted room is read back from its projection's room table, so the bound costs a
@@ -85,12 +87,12 @@ class ReadModels:
             while True:
                 notes = self.recorder.select_notifications(
                     start=start, limit=self.batch, inclusive_of_start=False)
-                if not notes:
-                    return True
+                if not notes:  # fresh unless an event has committed but not settled
+                    return not self.held_back(start)
                 self.process(self.decode(notes))
                 start = notes[-1].id
                 if len(notes) < self.batch:
-                    return True
+                    return not self.held_back(start)
                 if time.monotonic() >= deadline:
                     return False
         finally:
@@ -104,11 +106,17 @@ class ReadModels:
             total = 0 if progress is None else \
                 max(0, (stop if stop is not None else self.head()) - start)
             done = 0
+            settling = time.monotonic() + SETTLING
             while True:
                 notes = self.recorder.select_notifications(
                     start=start, limit=self.batch, stop=stop, inclusive_of_start=False
                 )
                 if not notes:
+                    # What committed before now, once older transactions end (a moment;
+                    # longer only while one runs long: the next catch-up goes on).
+                    if time.monotonic() < settling and self.held_back(start, stop):
+                        time.sleep(0.002)
+                        continue
                     break
                 items = self.decode(notes)
                 self.process(items)
@@ -117,6 +125,13 @@ class ReadModels:
                 if progress is not None:
                     progress(done, max(total, done))
             return done
+
+    def held_back(self, after: int, stop: int | None = None) -> bool:
+        """Whether an event after `after` (up to `stop`) has committed but a follower
+        may not read it yet (PostgreSQL: infrastructure/postgres.py; elsewhere never)."""
+        held_back = getattr(self.recorder, "held_back", None)
+        return held_back is not None and (stop is None or after < stop) and \
+            bool(held_back(after))
 
     def decode(self, notes: Any) -> list[Item]:
         items: list[Item] = []
