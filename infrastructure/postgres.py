@@ -28,6 +28,7 @@ from uuid import UUID
 from weakref import WeakKeyDictionary
 
 from eventsourcing.persistence import (
+    IntegrityError,
     InterfaceError,
     Notification,
     OperationalError,
@@ -40,7 +41,7 @@ from eventsourcing.postgres import (
     PostgresFactory,
     PostgresSubscription,
 )
-from eventsourcing.utils import retry
+from eventsourcing.utils import retry, strtobool
 from psycopg import Connection, errors, pq
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
@@ -55,9 +56,7 @@ STATEMENT_TIMEOUT = "30"
 # 2**ID_SHIFT events fit one transaction (PostgreSQL's 64-bit transaction ids stay
 # below 2**43 for some 280 years at a million transactions a second).
 ID_SHIFT = 20
-# The lowest id a transaction still running (or yet to start) can hold: every id
-# below it has committed or rolled back for good (docs/ordering.md).
-SETTLED = f"(pg_snapshot_xmin(pg_current_snapshot())::text::bigint << {ID_SHIFT})"
+MAX_ID = (1 << 63) - 1
 EVENT_COLUMNS = "originator_id, originator_version, topic, state"
 ROOM_COLUMNS = "originator_version, topic, state"
 
@@ -87,16 +86,42 @@ def libpq_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequence[i
     if not prepare:
         return succeeded(conn, pgconn.exec_params(text, params, types, formats, 1))
     prepared = PREPARED.setdefault(pgconn, set())
-    if name not in prepared:
-        succeeded(conn, pgconn.prepare(name, text, types))
-        prepared.add(name)
-    result = pgconn.exec_prepared(name, params, formats, 1)
-    if result.error_field(pq.DiagnosticField.SQLSTATE) == PREPARED_STATEMENT_GONE:
-        prepared.discard(name)  # DISCARD ALL or DEALLOCATE ran on this session
-        succeeded(conn, pgconn.prepare(name, text, types))
-        prepared.add(name)
+    if name in prepared:
         result = pgconn.exec_prepared(name, params, formats, 1)
-    return succeeded(conn, result)
+        if result.error_field(pq.DiagnosticField.SQLSTATE) != PREPARED_STATEMENT_GONE:
+            return succeeded(conn, result)
+        prepared.discard(name)  # DISCARD ALL or DEALLOCATE ran on this session
+    result = prepare_and_run(conn, name, text, types, params, formats)
+    prepared.add(name)
+    return result
+
+
+def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequence[int],
+                    params: Sequence[bytes], formats: list[int]) -> pq.abc.PGresult:
+    """Prepare and run a statement in one round trip (a pipeline): once both are sent,
+    the server runs the statement even if this process dies while the prepare waits
+    (an INSERT's prepare takes the table's lock, as its run would)."""
+    pgconn = conn.pgconn
+    results: list[pq.abc.PGresult] = []
+    pgconn.enter_pipeline_mode()
+    try:
+        pgconn.send_prepare(name, text, types)
+        pgconn.send_query_prepared(name, params, formats, 1)
+        pgconn.pipeline_sync()
+        while True:
+            result = pgconn.get_result()
+            if result is None:
+                if pgconn.status == pq.ConnStatus.BAD:
+                    raise errors.OperationalError("the connection is lost")
+                continue  # the end of one statement's results
+            if result.status == pq.ExecStatus.PIPELINE_SYNC:
+                break
+            results.append(result)
+    finally:
+        if pgconn.status != pq.ConnStatus.BAD:
+            pgconn.exit_pipeline_mode()
+    succeeded(conn, results[0])  # the prepare's error, if it failed
+    return succeeded(conn, results[-1])
 
 
 def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult:
@@ -111,16 +136,108 @@ def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult
 
 
 class RoomsRecorder(PostgresApplicationRecorder):
-    # What a follower reads below (SQL): SETTLED, or no bound in the test that shows a
-    # follower without it skips events.
-    follow_bound = SETTLED
-
     def __init__(self, datastore: PostgresDatastore, *,
                  events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
         schema = Identifier(datastore.schema)
         table = Identifier(self.events_table_name)
         function = Identifier(f"{self.events_table_name}_append")
+        # Group commit (`GroupCommit`): the appends of several commands in one statement,
+        # each in a subtransaction of its own, so that one room's lost compare-and-set
+        # (a unique violation) leaves the others stored. Returns each stored part's
+        # first id; its ids run on from it.
+        parts_function = Identifier(f"{self.events_table_name}_append_parts")
+        self.sql_create_statements.append(SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{function}("
+            "ids uuid[], versions bigint[], topics text[], states bytea[], parts bigint[]) "
+            "RETURNS TABLE (part bigint, first bigint) LANGUAGE plpgsql AS $BODY$ "
+            "DECLARE "
+            "base bigint := pg_current_xact_id()::text::bigint << {shift}; "
+            "done bigint := 0; "
+            "at bigint := 1; "
+            "BEGIN "
+            "FOR k IN 1 .. cardinality(parts) LOOP "
+            "BEGIN "
+            "INSERT INTO {schema}.{table} "
+            "(notification_id, originator_id, originator_version, topic, state) "
+            "SELECT base + done + e.n, e.i, e.v, e.t, e.s FROM unnest("
+            "ids[at:at + parts[k] - 1], versions[at:at + parts[k] - 1], "
+            "topics[at:at + parts[k] - 1], states[at:at + parts[k] - 1]) "
+            "WITH ORDINALITY AS e(i, v, t, s, n); "
+            "part := k; first := base + done + 1; "
+            "RETURN NEXT; "
+            "done := done + parts[k]; "
+            "EXCEPTION WHEN unique_violation THEN NULL; "
+            "END; "
+            "at := at + parts[k]; "
+            "END LOOP; "
+            "END; $BODY$"
+        ).format(schema=schema, function=parts_function, table=table,
+                 shift=SQL(str(ID_SHIFT))))
+        self.parts_function = SQL("{schema}.{function}").format(schema=schema,
+                                                                 function=parts_function)
+        # What a follower may read: ids below the lowest a transaction of this database
+        # still running (or yet to start) can hold, every one of which has committed
+        # or rolled back for good (docs/ordering.md). Transactions of other databases
+        # of the server do not hold the followers back, as `pg_snapshot_xmin` would.
+        # Its first statement's snapshot, then the running ones, then (the caller's
+        # next statement) the rows: in that order, or a commit in between is passed.
+        settled = Identifier(f"{self.events_table_name}_settled")
+        self.sql_create_statements.append(SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{settled}() RETURNS bigint "
+            "LANGUAGE plpgsql VOLATILE AS $BODY$ "
+            "DECLARE x bigint; low bigint; "
+            "BEGIN "
+            "IF current_setting('transaction_isolation') <> 'read committed' THEN "
+            "RAISE EXCEPTION 'follow the log in read committed transactions'; END IF; "
+            "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint INTO x; "
+            "PERFORM pg_stat_clear_snapshot(); "
+            # backend_xid has 32 bits: below x, within 2**31 of it
+            "SELECT MIN(x - ((x % 4294967296 - backend_xid::text::bigint + 4294967296) "
+            "% 4294967296)) INTO low FROM pg_stat_activity "
+            "WHERE datname = current_database() AND backend_xid IS NOT NULL; "
+            "RETURN LEAST(x, COALESCE(low, x)) << {shift}; "
+            "END; $BODY$"
+        ).format(schema=schema, settled=settled, shift=SQL(str(ID_SHIFT))))
+        follow = Identifier(f"{self.events_table_name}_follow")
+        self.sql_create_statements.append(SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{follow}("
+            "after bigint, below bigint, topics text[], lim bigint) "
+            "RETURNS TABLE (notification_id bigint, originator_id uuid, "
+            "originator_version bigint, topic text, state bytea) "
+            "LANGUAGE plpgsql VOLATILE AS $BODY$ "
+            "DECLARE bound bigint; "
+            "BEGIN "
+            "SELECT LEAST({schema}.{settled}(), below) INTO bound; "
+            "RETURN QUERY SELECT e.notification_id, e.originator_id, e.originator_version, "
+            "e.topic, e.state FROM {schema}.{table} e "
+            "WHERE e.notification_id > after AND e.notification_id < bound "
+            "AND (topics IS NULL OR e.topic = ANY(topics)) "
+            "ORDER BY e.notification_id LIMIT lim; "
+            "END; $BODY$"
+        ).format(schema=schema, follow=follow, settled=settled, table=table))
+        last = Identifier(f"{self.events_table_name}_settled_max")
+        self.sql_create_statements.append(SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{last}() RETURNS bigint "
+            "LANGUAGE plpgsql VOLATILE AS $BODY$ "
+            "DECLARE bound bigint; m bigint; "
+            "BEGIN "
+            "SELECT {schema}.{settled}() INTO bound; "
+            "SELECT MAX(e.notification_id) INTO m FROM {schema}.{table} e "
+            "WHERE e.notification_id < bound; "
+            "RETURN m; "
+            "END; $BODY$"
+        ).format(schema=schema, last=last, settled=settled, table=table))
+        self.follow_statement = SQL(
+            "SELECT * FROM {schema}.{follow}(%(after)s, %(below)s, %(topics)s, %(limit)s)"
+        ).format(schema=schema, follow=follow)
+        self.settled_max_statement = SQL("SELECT {schema}.{last}()").format(
+            schema=schema, last=last)
+        self.held_back_statement = SQL(
+            "SELECT EXISTS (SELECT 1 FROM {schema}.{table} "
+            "WHERE notification_id > %(after)s "
+            "AND notification_id >= (SELECT {schema}.{settled}()))"
+        ).format(schema=schema, table=table, settled=settled)
         # A store made before (ids from a sequence, under a table lock) takes the new ids
         # as they are: they start above its last. One that runs ahead of this server's
         # transaction ids (restored on another server) is refused: numbering on would
@@ -147,6 +264,8 @@ class RoomsRecorder(PostgresApplicationRecorder):
         self.append_statements: dict[int, bytes] = {}
         self.append_name = f"{self.events_table_name}_append".encode()
         self.notifier = Notifier(self)
+        # The factory turns it off when DUNE_LEDGER_PG_GROUP_COMMIT says no.
+        self.group: GroupCommit | None = GroupCommit(self.append_parts)
         # The library names the snapshots table after the events table ("x_events",
         # "x_snapshots"): a load reads the latest snapshot and the events after it at once.
         snapshots = Identifier(self.events_table_name.removesuffix("_events") + "_snapshots")
@@ -218,11 +337,55 @@ class RoomsRecorder(PostgresApplicationRecorder):
                       **kwargs: Any) -> Sequence[int] | None:
         if not stored_events:
             return []
-        with self.datastore.get_connection() as conn:
-            assert conn.autocommit  # the statement is its own transaction
-            ids = self.append(conn, stored_events)
+        ids = self.group.append(stored_events) if self.group else self.append_alone(stored_events)
         self.notifier.appended()
         return ids
+
+    def append_alone(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+        with self.datastore.get_connection() as conn:
+            assert conn.autocommit  # the statement is its own transaction
+            return self.append(conn, stored_events)
+
+    def append_parts(self, parts: Sequence[Sequence[StoredEvent]]) -> list[list[int] | None]:
+        """Several appends (each one command's, or one save's) in one statement, one
+        transaction, one commit: each part's ids, or None for a part that lost its
+        compare-and-set (the others are stored all the same)."""
+        if len(parts) == 1:
+            try:
+                return [self.append_alone(parts[0])]
+            except IntegrityError:
+                return [None]
+        events = [e for part in parts for e in part]
+        n, k = len(events), len(parts)
+        if 4 * n + k > MAX_PARAMETERS:
+            raise ValueError(f"one group of {n} events is more than PostgreSQL takes "
+                             "in one statement")
+        pack = BIGINT.pack
+        params = [uuid_bytes(e.originator_id) for e in events]
+        params += [pack(e.originator_version) for e in events]
+        params += [e.topic.encode() for e in events]
+        params += [e.state for e in events]
+        params += [pack(len(part)) for part in parts]
+        types = [UUID_OID] * n + [BIGINT_OID] * n + [TEXT_OID] * n + [BYTEA_OID] * n + \
+            [BIGINT_OID] * k
+
+        def row(field: int, size: int) -> str:
+            return ", ".join(f"${field * n + i + 1}" for i in range(size))
+        statement = SQL(
+            "SELECT part, first FROM {function}(ARRAY[{ids}]::uuid[], "
+            "ARRAY[{versions}]::bigint[], ARRAY[{topics}]::text[], ARRAY[{states}]::bytea[], "
+            "ARRAY[{parts}]::bigint[])"
+        ).format(function=self.parts_function, ids=SQL(row(0, n)), versions=SQL(row(1, n)),
+                 topics=SQL(row(2, n)), states=SQL(row(3, n)), parts=SQL(row(4, k)))
+        with self.datastore.get_connection() as conn:
+            result = libpq_run(conn, b"", statement.as_bytes(None), types, params,
+                               prepare=False)
+        get, unpack = not_null(result), BIGINT.unpack
+        stored: list[list[int] | None] = [None] * k
+        for r in range(result.ntuples):
+            part, first = unpack(get(r, 0))[0], unpack(get(r, 1))[0]
+            stored[part - 1] = list(range(first, first + len(parts[part - 1])))
+        return stored
 
     # --- following the log: only what has settled (docs/ordering.md) --------------------
 
@@ -230,50 +393,28 @@ class RoomsRecorder(PostgresApplicationRecorder):
     def select_notifications(self, start: int | None, limit: int, stop: int | None = None,
                              topics: Sequence[str] = (), *,
                              inclusive_of_start: bool = True) -> Sequence[Notification]:
-        """The library's query, bounded by what has settled: an id below it never has
-        a lower one commit after it."""
-        shape = ("notes", start is not None and inclusive_of_start,
-                 start is not None and not inclusive_of_start, stop is not None, bool(topics))
-        rows = self.rows(shape, lambda: self.notes_query(*shape[1:]),
-                         {"start": start, "stop": stop, "topics": list(topics),
-                          "limit": limit})
+        """The library's query, bounded by what has settled: below it, no lower id
+        commits after a higher one was read."""
+        after = -1 if start is None else start - 1 if inclusive_of_start else start
+        rows = self.rows("follow", lambda: self.follow_statement, {
+            "after": after, "below": MAX_ID if stop is None else stop + 1,
+            "topics": list(topics) or None, "limit": limit})
         return [Notification(id=i, originator_id=room, originator_version=version,
                              topic=topic, state=bytes(state))
                 for i, room, version, topic, state in rows]
 
-    def notes_query(self, from_start: bool, after_start: bool, stop: bool,
-                    topics: bool) -> Composed:
-        return SQL(
-            "SELECT notification_id, {columns} FROM {schema}.{table} "
-            "WHERE notification_id < {bound}{start}{stop}{topics} "
-            "ORDER BY notification_id LIMIT %(limit)s"
-        ).format(columns=SQL(EVENT_COLUMNS), schema=Identifier(self.datastore.schema),
-                 table=Identifier(self.events_table_name), bound=SQL(self.follow_bound),
-                 start=SQL(" AND notification_id >= %(start)s" if from_start else
-                           " AND notification_id > %(start)s" if after_start else ""),
-                 stop=SQL(" AND notification_id <= %(stop)s" if stop else ""),
-                 topics=SQL(" AND topic = ANY(%(topics)s)" if topics else ""))
-
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def max_notification_id(self) -> int | None:
         """The last id that has settled: a follower starting after it skips nothing."""
-        rows = self.rows("max", lambda: SQL(
-            "SELECT MAX(notification_id) FROM {schema}.{table} WHERE notification_id < {bound}"
-        ).format(schema=Identifier(self.datastore.schema),
-                 table=Identifier(self.events_table_name), bound=SQL(self.follow_bound)), {})
-        return cast("int | None", rows[0][0])
+        return cast("int | None", self.rows("max", lambda: self.settled_max_statement,
+                                            {})[0][0])
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def held_back(self, after: int | None) -> bool:
         """Whether an event after `after` has committed but not settled yet (a follower
         reads it once the transactions older than it end)."""
-        rows = self.rows("held", lambda: SQL(
-            "SELECT EXISTS (SELECT 1 FROM {schema}.{table} "
-            "WHERE notification_id > %(after)s AND notification_id >= {bound})"
-        ).format(schema=Identifier(self.datastore.schema),
-                 table=Identifier(self.events_table_name), bound=SQL(SETTLED)),
-            {"after": after or 0})
-        return bool(rows[0][0])
+        return bool(self.rows("held", lambda: self.held_back_statement,
+                              {"after": after or 0})[0][0])
 
     def subscribe(self, gt: int | None = None,
                   topics: Sequence[str] = ()) -> Subscription[Any]:
@@ -382,6 +523,73 @@ class RoomsSubscription(PostgresSubscription):
             self.stop()
 
 
+class GroupCommit:
+    """Appends that arrive together in one process share one transaction and one commit.
+
+    The first append to arrive runs at once, alone (a lone command waits for
+    nobody). Appends that arrive while it runs queue; when it is done, the
+    first of them leads: it runs every queued append in one statement
+    (`RoomsRecorder.append_parts`), then hands over to the first that came in
+    meanwhile. Each append keeps its own compare-and-set: one that loses it
+    raises IntegrityError in its own thread, as alone, and the others stand.
+    """
+
+    def __init__(self, run: Callable[[Sequence[Sequence[StoredEvent]]],
+                                     list[list[int] | None]]) -> None:
+        self.run = run
+        self.lock = threading.Lock()
+        self.queue: list[Waiting] = []
+        self.busy = False
+
+    def append(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+        me = Waiting(stored_events)
+        with self.lock:
+            self.queue.append(me)
+            if not self.busy:
+                self.busy = me.leads = True
+        if not me.leads:
+            me.woken.wait()
+        if me.leads:
+            self.lead()
+        if me.error is not None:
+            raise me.error
+        if me.ids is None:
+            raise IntegrityError(f"room {stored_events[0].originator_id}: another append "
+                                 f"took version {stored_events[0].originator_version}")
+        return me.ids
+
+    def lead(self) -> None:
+        with self.lock:
+            batch, self.queue = self.queue, []
+        try:
+            stored = self.run([w.events for w in batch])
+            for w, ids in zip(batch, stored, strict=True):
+                w.ids = ids
+        except BaseException as e:  # every append of the group fails as it would alone
+            for w in batch:
+                w.error = e
+        finally:
+            with self.lock:
+                if self.queue:
+                    self.queue[0].leads = True
+                    self.queue[0].woken.set()
+                else:
+                    self.busy = False
+            for w in batch:
+                w.woken.set()
+
+
+class Waiting:
+    """One append waiting in a `GroupCommit`: its events, then its ids or its error."""
+
+    def __init__(self, events: Sequence[StoredEvent]) -> None:
+        self.events = events
+        self.leads = False
+        self.woken = threading.Event()
+        self.ids: list[int] | None = None
+        self.error: BaseException | None = None
+
+
 class Notifier:
     """NOTIFY the recorder's channel after appends commit, one NOTIFY at a time.
 
@@ -470,6 +678,8 @@ class RoomsPostgresFactory(PostgresFactory):
         recorder = super().application_recorder()
         if isinstance(recorder, RoomsRecorder):
             self.recorders.append(recorder)
+            if not strtobool(self.env.get("DUNE_LEDGER_PG_GROUP_COMMIT") or "yes"):
+                recorder.group = None
         return recorder
 
     def close(self) -> None:
