@@ -91,16 +91,19 @@ def libpq_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequence[i
         if result.error_field(pq.DiagnosticField.SQLSTATE) != PREPARED_STATEMENT_GONE:
             return succeeded(conn, result)
         prepared.discard(name)  # DISCARD ALL or DEALLOCATE ran on this session
-    result = prepare_and_run(conn, name, text, types, params, formats)
-    prepared.add(name)
-    return result
+    made, result = prepare_and_run(conn, name, text, types, params, formats)
+    succeeded(conn, made)  # the prepare's error, if it failed
+    prepared.add(name)  # prepared, whether or not this run succeeds
+    return succeeded(conn, result)
 
 
 def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequence[int],
-                    params: Sequence[bytes], formats: list[int]) -> pq.abc.PGresult:
-    """Prepare and run a statement in one round trip (a pipeline): once both are sent,
-    the server runs the statement even if this process dies while the prepare waits
-    (an INSERT's prepare takes the table's lock, as its run would)."""
+                    params: Sequence[bytes], formats: list[int]
+                    ) -> tuple[pq.abc.PGresult, pq.abc.PGresult]:
+    """Prepare and run a statement in one round trip (a pipeline): the prepare's result
+    and the run's. Once both are sent, the server runs the statement even if this
+    process dies while the prepare waits (an INSERT's prepare takes the table's lock,
+    as its run would)."""
     pgconn = conn.pgconn
     results: list[pq.abc.PGresult] = []
     pgconn.enter_pipeline_mode()
@@ -120,8 +123,7 @@ def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequ
     finally:
         if pgconn.status != pq.ConnStatus.BAD:
             pgconn.exit_pipeline_mode()
-    succeeded(conn, results[0])  # the prepare's error, if it failed
-    return succeeded(conn, results[-1])
+    return results[0], results[-1]
 
 
 def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult:
