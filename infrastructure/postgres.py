@@ -249,8 +249,9 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "IF (SELECT MAX(notification_id) FROM {schema}.{table}) >= "
             "(pg_snapshot_xmax(pg_current_snapshot())::text::bigint << {shift}) THEN "
             "RAISE EXCEPTION 'the store''s notification ids run ahead of this server''s "
-            "transaction ids (was it restored on another server?): export its rooms and "
-            "import them into a new store (docs/ordering.md)' "
+            "transaction ids (was it restored on another server?): export its rooms "
+            "(CREATE_TABLE=no dune-ledger export --all -o rooms.jsonl) and import them "
+            "into a new store (docs/ordering.md)' "
             "USING ERRCODE = 'object_not_in_prerequisite_state'; "
             "END IF; "
             "IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = {s} "
@@ -410,6 +411,14 @@ class RoomsRecorder(PostgresApplicationRecorder):
         """The last id that has settled: a follower starting after it skips nothing."""
         return cast("int | None", self.rows("max", lambda: self.settled_max_statement,
                                             {})[0][0])
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def committed_max(self) -> int | None:
+        """The last id committed, settled or not (a catch-up waits until it settles)."""
+        return cast("int | None", self.rows("committed", lambda: SQL(
+            "SELECT MAX(notification_id) FROM {schema}.{table}").format(
+                schema=Identifier(self.datastore.schema),
+                table=Identifier(self.events_table_name)), {})[0][0])
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def held_back(self, after: int | None) -> bool:
@@ -607,6 +616,10 @@ class Notifier:
         self.wanted = threading.Event()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
+        # A NOTIFY takes a transaction id, so its commit would wait for a WAL flush of
+        # its own; nothing of it needs to survive a crash (followers read the log).
+        self.statement = SQL("BEGIN; SET LOCAL synchronous_commit = off; NOTIFY {0}; "
+                             "COMMIT").format(Identifier(recorder.channel_name))
 
     def appended(self) -> None:
         self.wanted.set()
@@ -631,8 +644,7 @@ class Notifier:
             self.wanted.clear()  # an append committed after this asks again
             try:
                 with self.recorder.datastore.get_connection() as conn:
-                    conn.execute(SQL("NOTIFY {0}").format(
-                        Identifier(self.recorder.channel_name)))
+                    conn.execute(self.statement)
             except Exception:
                 self.wanted.set()
                 return False

@@ -84,17 +84,25 @@ class ReadModels:
         try:
             deadline = time.monotonic() + seconds
             start = self.position()
+            settled = not self.settles()  # nothing held back since the last read
             while True:
                 notes = self.recorder.select_notifications(
                     start=start, limit=self.batch, inclusive_of_start=False)
-                if not notes:  # fresh unless an event has committed but not settled
-                    return not self.held_back(start)
-                self.process(self.decode(notes))
-                start = notes[-1].id
-                if len(notes) < self.batch:
-                    return not self.held_back(start)
-                if time.monotonic() >= deadline:
+                if notes:
+                    self.process(self.decode(notes))
+                    start = notes[-1].id
+                    settled = not self.settles()
+                    if len(notes) == self.batch:
+                        if time.monotonic() >= deadline:
+                            return False
+                        continue
+                if settled:
+                    return True
+                # Fresh unless an event has committed but not settled; one that settled
+                # since the read is read again.
+                if self.held_back(start):
                     return False
+                settled = True
         finally:
             self.lock.release()
 
@@ -107,17 +115,28 @@ class ReadModels:
                 max(0, (stop if stop is not None else self.head()) - start)
             done = 0
             settling = time.monotonic() + SETTLING
+            settled = not self.settles()
+            target: int | None = None  # the last id committed when events were held back
             while True:
                 notes = self.recorder.select_notifications(
                     start=start, limit=self.batch, stop=stop, inclusive_of_start=False
                 )
                 if not notes:
-                    # What committed before now, once older transactions end (a moment;
-                    # longer only while one runs long: the next catch-up goes on).
-                    if time.monotonic() < settling and self.held_back(start, stop):
+                    # What committed before the catch-up, once older transactions end
+                    # (a moment; longer only while one runs long: the next catch-up goes
+                    # on). One that settled since the read is read again; what commits
+                    # meanwhile is the next catch-up's.
+                    if settled:
+                        break
+                    if target is None:
+                        target = self.recorder.committed_max() or 0
+                    if start < target and time.monotonic() < settling and \
+                            self.held_back(start, stop):
                         time.sleep(0.002)
                         continue
-                    break
+                    settled = True
+                    continue
+                settled = not self.settles()
                 items = self.decode(notes)
                 self.process(items)
                 done += len(notes)
@@ -125,6 +144,12 @@ class ReadModels:
                 if progress is not None:
                     progress(done, max(total, done))
             return done
+
+    def settles(self) -> bool:
+        """Whether the log holds back events that committed until older transactions
+        end (PostgreSQL: infrastructure/postgres.py; elsewhere an event is readable once
+        committed)."""
+        return hasattr(self.recorder, "held_back")
 
     def held_back(self, after: int, stop: int | None = None) -> bool:
         """Whether an event after `after` (up to `stop`) has committed but a follower

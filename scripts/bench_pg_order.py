@@ -9,8 +9,8 @@ says why the order holds):
 
 1. pgbench, in the same run and on the same server, 1, 4 and 8 clients:
    - `insert`: pgbench's plain single-row INSERT (the baseline);
-   - `append`: the project's append statement (infrastructure/postgres.py's
-     append function, one event of the same size) as a command sends it;
+   - `append`: the project's append statement (`RoomsRecorder.append_statement`,
+     one event of the same size, its parameters written in);
    - `locked`: the append as it was before, under the events-table lock with
      the NOTIFY inside (its function is recreated here, on a table of its own).
 2. The never-skips check: `--writers` processes append through the product's
@@ -67,9 +67,18 @@ END; $BODY$;
 """
 
 
-def append_script(function: str) -> str:
-    return (f"SELECT id FROM {function}(ARRAY[gen_random_uuid()], ARRAY[1::bigint], "
+def locked_script() -> str:
+    return ("SELECT id FROM bench_locked_append(ARRAY[gen_random_uuid()], ARRAY[1::bigint], "
             f"ARRAY['Bench'], ARRAY[convert_to('{PAYLOAD}', 'UTF8')]) AS id;\n")
+
+
+def append_script(recorder: Any) -> str:
+    """The recorder's own append statement of one event, its parameters written in."""
+    statement = recorder.append_statement(1).decode()
+    for n, value in ((5, "0"), (4, f"convert_to('{PAYLOAD}', 'UTF8')"), (3, "'Bench'"),
+                     (2, "1"), (1, "gen_random_uuid()")):
+        statement = statement.replace(f"${n}", value)
+    return statement + ";\n"
 
 
 def pgbench_part(clients: list[int], seconds: float) -> list[dict[str, Any]]:
@@ -79,14 +88,16 @@ def pgbench_part(clients: list[int], seconds: float) -> list[dict[str, Any]]:
 
     rows = []
     with throwaway_database(ADMIN_URL, "dl_bench_order") as url:
-        open_rooms(url).close()  # the product's tables and append function
+        app = open_rooms(url)  # the product's tables and append statement
+        append = append_script(app.recorder)
+        app.close()
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE TABLE bench_rows (id bigserial PRIMARY KEY, payload text)")
             conn.execute(LOCKED)
         scripts = {
             "insert": f"INSERT INTO bench_rows (payload) VALUES ('{PAYLOAD}');\n",
-            "append": append_script("public.duneledger_events_append"),
-            "locked": append_script("bench_locked_append"),
+            "append": append,
+            "locked": locked_script(),
         }
         for n in clients:
             tps = {name: benchcommon.pgbench(url, script, n, seconds)
