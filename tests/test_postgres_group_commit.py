@@ -34,7 +34,7 @@ def event(room: uuid.UUID, version: int) -> StoredEvent:
 
 
 def test_one_part_that_loses_its_race_leaves_the_others_stored(pg):
-    with open_rooms(pg) as app:
+    with open_rooms(pg, DUNE_LEDGER_PG_GROUP_COMMIT="yes") as app:
         a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
         app.recorder.append_alone([event(b, 1)])
         stored = app.recorder.append_parts([[event(a, 1)], [event(b, 1), event(b, 2)],
@@ -87,9 +87,14 @@ def test_appends_that_arrive_while_one_runs_go_together():
     assert not group.busy and not group.queue
 
 
+def test_group_commit_is_off_unless_asked_for(pg):
+    with open_rooms(pg) as app:
+        assert app.recorder.group is None
+
+
 def test_commands_of_many_threads_in_one_process_are_grouped_and_verify(pg):
     threads, pairs = 8, 6
-    with open_rooms(pg) as app:
+    with open_rooms(pg, DUNE_LEDGER_PG_GROUP_COMMIT="yes") as app:
         rooms = [[app.create_room(LAYOUT)["room"] for _ in range(pairs)]
                  for _ in range(threads)]
         follower = Follower(app.recorder)
