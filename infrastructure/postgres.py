@@ -41,7 +41,7 @@ from eventsourcing.postgres import (
     PostgresFactory,
     PostgresSubscription,
 )
-from eventsourcing.utils import retry, strtobool
+from eventsourcing.utils import retry
 from psycopg import Connection, errors, pq
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
@@ -695,7 +695,13 @@ class RoomsPostgresFactory(PostgresFactory):
             # Off unless asked for: on this project's machine (2 cores, CPU-bound) it
             # measured 0.80 and 0.83 of one transaction a command at 32 clients
             # (scripts/bench_group_commit.py, docs/benchmarks.md).
-            if not strtobool(self.env.get("DUNE_LEDGER_PG_GROUP_COMMIT") or "no"):
+            grouped = (self.env.get("DUNE_LEDGER_PG_GROUP_COMMIT") or "no").strip().lower()
+            if grouped not in ("yes", "no", "1", "0"):
+                from infrastructure.storage import UsageError
+
+                raise UsageError("DUNE_LEDGER_PG_GROUP_COMMIT must be yes or no, "
+                                 f"not '{grouped}'")
+            if grouped in ("no", "0"):
                 recorder.group = None
         return recorder
 
