@@ -413,6 +413,17 @@ class RoomsRecorder(PostgresApplicationRecorder):
                                             {})[0][0])
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def count_after(self, after: int) -> int:
+        """How many settled events come after `after` (ids are not counts)."""
+        return int(self.rows("count", lambda: SQL(
+            "SELECT count(*) FROM {schema}.{table} WHERE notification_id > %(after)s "
+            "AND notification_id < (SELECT {schema}.{settled}())").format(
+                schema=Identifier(self.datastore.schema),
+                table=Identifier(self.events_table_name),
+                settled=Identifier(f"{self.events_table_name}_settled")),
+            {"after": after})[0][0])
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def committed_max(self) -> int | None:
         """The last id committed, settled or not (a catch-up waits until it settles)."""
         return cast("int | None", self.rows("committed", lambda: SQL(

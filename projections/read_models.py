@@ -73,6 +73,13 @@ class ReadModels:
     def head(self) -> int:
         return int(self.recorder.max_notification_id() or 0)
 
+    def behind(self, after: int | None = None) -> int:
+        """How many events of the log come after `after` (the models' position): on
+        PostgreSQL ids are not counts (docs/ordering.md), so they are counted."""
+        after = self.position() if after is None else after
+        count = getattr(self.recorder, "count_after", None)
+        return int(count(after)) if count is not None else max(0, self.head() - after)
+
     def catch_up_within(self, seconds: float) -> bool:
         """Catch up for at most about `seconds` (a batch more); True when nothing is left.
 
@@ -112,7 +119,7 @@ class ReadModels:
             start = self.position()
             # How many there are only matters to a progress bar: a query less per read.
             total = 0 if progress is None else \
-                max(0, (stop if stop is not None else self.head()) - start)
+                self.behind(start) if stop is None else max(0, stop - start)
             done = 0
             settling = time.monotonic() + SETTLING
             settled = not self.settles()
@@ -550,7 +557,7 @@ def rebuild_after_upgrade(models: ReadModels, found: int) -> None:
     saying so, with progress (a tenth at a time)."""
     from projections.store import READ_MODEL_VERSION
 
-    total = models.head()
+    total = models.behind(0)
     log.warning("read models: schema version %d found, %d expected: rebuilding them from "
                 "the event log (%d events)", found, READ_MODEL_VERSION, total)
     started = time.perf_counter()

@@ -201,6 +201,9 @@ def test_a_store_made_before_numbers_on_above_its_last_id(pg):
         assert skipped(app, follower) == []
         assert follower.seen == after and after[:len(before)] == before
         assert follower.in_room_order() and len(follower.versions) == 2
+        # Ids are not counts: how far behind the log a reader is counts events.
+        assert app.read_models.behind(0) == len(after)
+        assert app.read_models.behind(after[-2]) == 1
 
 
 def test_a_store_whose_ids_run_ahead_of_the_server_is_refused(pg):
