@@ -433,7 +433,7 @@ def cmd_projections_rebuild(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
         with Progress(*columns, console=Console(stderr=True)) as bar:
-            task = bar.add_task("rebuilding read models", total=models.head())
+            task = bar.add_task("rebuilding read models", total=models.behind(0))
 
             def progress(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)

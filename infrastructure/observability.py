@@ -182,7 +182,7 @@ def projection_lag() -> float:
     for app in list(_watched):
         models = getattr(app, "read_models", None)
         try:
-            lag = max(lag, models.head() - models.position()) if models is not None else lag
+            lag = max(lag, models.behind()) if models is not None else lag
         except Exception:  # a closed or unreachable store: no figure, not a failed scrape
             continue
     return float(lag)

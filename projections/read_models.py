@@ -37,6 +37,8 @@ from projections.projectors import (
 from projections.store import PUBLIC, MemoryStore, SealedRowError, Store
 
 BATCH = 500
+# Seconds a catch-up waits for events that committed but have not settled (PostgreSQL).
+SETTLING = 2.0
 log = logging.getLogger("dune_ledger.read_models")
 # Room states each projector keeps in memory (least recently used first out); an
 # evicted room is read back from its projection's room table, so the bound costs a
@@ -71,6 +73,13 @@ class ReadModels:
     def head(self) -> int:
         return int(self.recorder.max_notification_id() or 0)
 
+    def behind(self, after: int | None = None) -> int:
+        """How many events of the log come after `after` (the models' position): on
+        PostgreSQL ids are not counts (docs/ordering.md), so they are counted."""
+        after = self.position() if after is None else after
+        count = getattr(self.recorder, "count_after", None)
+        return int(count(after)) if count is not None else max(0, self.head() - after)
+
     def catch_up_within(self, seconds: float) -> bool:
         """Catch up for at most about `seconds` (a batch more); True when nothing is left.
 
@@ -82,17 +91,25 @@ class ReadModels:
         try:
             deadline = time.monotonic() + seconds
             start = self.position()
+            settled = not self.settles()  # nothing held back since the last read
             while True:
                 notes = self.recorder.select_notifications(
                     start=start, limit=self.batch, inclusive_of_start=False)
-                if not notes:
+                if notes:
+                    self.process(self.decode(notes))
+                    start = notes[-1].id
+                    settled = not self.settles()
+                    if len(notes) == self.batch:
+                        if time.monotonic() >= deadline:
+                            return False
+                        continue
+                if settled:
                     return True
-                self.process(self.decode(notes))
-                start = notes[-1].id
-                if len(notes) < self.batch:
-                    return True
-                if time.monotonic() >= deadline:
+                # Fresh unless an event has committed but not settled; one that settled
+                # since the read is read again.
+                if self.held_back(start):
                     return False
+                settled = True
         finally:
             self.lock.release()
 
@@ -102,14 +119,31 @@ class ReadModels:
             start = self.position()
             # How many there are only matters to a progress bar: a query less per read.
             total = 0 if progress is None else \
-                max(0, (stop if stop is not None else self.head()) - start)
+                self.behind(start) if stop is None else max(0, stop - start)
             done = 0
+            settling = time.monotonic() + SETTLING
+            settled = not self.settles()
+            target: int | None = None  # the last id committed when events were held back
             while True:
                 notes = self.recorder.select_notifications(
                     start=start, limit=self.batch, stop=stop, inclusive_of_start=False
                 )
                 if not notes:
-                    break
+                    # What committed before the catch-up, once older transactions end
+                    # (a moment; longer only while one runs long: the next catch-up goes
+                    # on). One that settled since the read is read again; what commits
+                    # meanwhile is the next catch-up's.
+                    if settled:
+                        break
+                    if target is None:
+                        target = self.recorder.committed_max() or 0
+                    if start < target and time.monotonic() < settling and \
+                            self.held_back(start, stop):
+                        time.sleep(0.002)
+                        continue
+                    settled = True
+                    continue
+                settled = not self.settles()
                 items = self.decode(notes)
                 self.process(items)
                 done += len(notes)
@@ -117,6 +151,19 @@ class ReadModels:
                 if progress is not None:
                     progress(done, max(total, done))
             return done
+
+    def settles(self) -> bool:
+        """Whether the log holds back events that committed until older transactions
+        end (PostgreSQL: infrastructure/postgres.py; elsewhere an event is readable once
+        committed)."""
+        return hasattr(self.recorder, "held_back")
+
+    def held_back(self, after: int, stop: int | None = None) -> bool:
+        """Whether an event after `after` (up to `stop`) has committed but a follower
+        may not read it yet (PostgreSQL: infrastructure/postgres.py; elsewhere never)."""
+        held_back = getattr(self.recorder, "held_back", None)
+        return held_back is not None and (stop is None or after < stop) and \
+            bool(held_back(after))
 
     def decode(self, notes: Any) -> list[Item]:
         items: list[Item] = []
@@ -528,7 +575,7 @@ def rebuild_after_upgrade(models: ReadModels, found: int) -> None:
     saying so, with progress (a tenth at a time)."""
     from projections.store import READ_MODEL_VERSION
 
-    total = models.head()
+    total = models.behind(0)
     log.warning("read models: schema version %d found, %d expected: rebuilding them from "
                 "the event log (%d events)", found, READ_MODEL_VERSION, total)
     started = time.perf_counter()

@@ -50,7 +50,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import random
 import secrets
 import statistics
@@ -58,13 +57,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import bench_commands  # the command mix and its baselines (scripts/bench_commands.py)
-import bench_projections  # the median timer (scripts/bench_projections.py)
+import benchcommon  # timing, throwaway databases, the machine (scripts/benchcommon.py)
 
 # The CPUs this process may use: `dune-ledger audit` audits a long room in as many parts.
 CPUS = len(os.sched_getaffinity(0))
@@ -82,7 +80,7 @@ from domain.rules import decide  # noqa: E402
 from infrastructure import randomness  # noqa: E402
 from infrastructure.demo import BOX_LAYOUT  # noqa: E402
 from infrastructure.storage import open_rooms  # noqa: E402
-from infrastructure.throwaway import ADMIN_URL, throwaway_database  # noqa: E402
+from infrastructure.throwaway import ADMIN_URL  # noqa: E402
 
 try:
     from domain.commands import parse_command  # noqa: E402
@@ -123,8 +121,7 @@ def say(text: str) -> None:
     print(f"bench: {text}", file=sys.stderr, flush=True)
 
 
-def median_time(fn: Callable[[], Any], passes: int) -> float:
-    return bench_projections.timed(fn, passes)
+median_time = benchcommon.timed
 
 
 # --- producing rooms with the real rules -------------------------------------------
@@ -262,25 +259,8 @@ def pg_admin_url() -> str:
     return ADMIN_URL
 
 
-def pg_reachable() -> str | None:
-    """None when the server answers, else why not."""
-    try:
-        import psycopg
-
-        psycopg.connect(pg_admin_url(), connect_timeout=3).close()
-        return None
-    except Exception as e:  # any failure means: skip PostgreSQL with a note
-        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-
-
-@contextmanager
-def database(storage: str, tmp: Path, name: str) -> Iterator[str]:
-    """A fresh database URL: a SQLite file in `tmp`, or a throwaway PostgreSQL database."""
-    if storage == "sqlite":
-        yield f"sqlite:///{tmp / (name + '.db')}"
-        return
-    with throwaway_database(pg_admin_url(), f"dl_bench_{name}") as url:
-        yield url
+pg_reachable = benchcommon.pg_reachable
+database = benchcommon.database
 
 
 LABEL = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
@@ -589,23 +569,11 @@ def bench_integrity(storage: str, tmp: Path, size: dict[str, Any]) -> list[dict[
 # --- the report ---------------------------------------------------------------------
 
 
-def machine() -> dict[str, Any]:
-    mem = 0.0
-    try:
-        with open("/proc/meminfo") as f:
-            mem = int(f.readline().split()[1]) / 1024 / 1024
-    except OSError:
-        pass
-    return {"cpus": os.cpu_count(), "memory_gib": round(mem, 1),
-            "python": platform.python_version(), "platform": platform.platform()}
+machine = benchcommon.machine
 
 
 def code_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "-C", str(CODE_ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except Exception:  # not a git checkout: say nothing
-        return None
+    return benchcommon.code_commit(CODE_ROOT)
 
 
 def table_rows(report: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:

@@ -22,16 +22,13 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import re
-import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+
+import benchcommon
 
 from infrastructure.throwaway import throwaway_database
 
@@ -98,14 +95,7 @@ def run_mix(url: str, procs: int, pairs: int) -> dict[str, float]:
 # --- baselines --------------------------------------------------------------------
 
 
-def pgbench_binary() -> str:
-    found = shutil.which("pgbench")
-    if found:
-        return found
-    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"))
-    if not candidates:
-        raise SystemExit("pgbench not found (it comes with PostgreSQL's server package)")
-    return str(candidates[-1])
+pgbench_binary = benchcommon.pgbench_binary
 
 
 def pgbench_inserts(url: str, procs: int, seconds: float) -> float:
@@ -114,24 +104,8 @@ def pgbench_inserts(url: str, procs: int, seconds: float) -> float:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS bench_rows "
                      "(id bigserial PRIMARY KEY, payload text NOT NULL)")
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-        script.write(f"INSERT INTO bench_rows (payload) VALUES ('{PAYLOAD}');\n")
-    u = urlparse(url)
-    try:
-        done = subprocess.run(
-            [pgbench_binary(), "-n", "-c", str(procs), "-j", str(procs),
-             "-T", str(max(1, round(seconds))), "-f", script.name,
-             "-h", u.hostname or "127.0.0.1", "-p", str(u.port or 5432),
-             "-U", u.username or "postgres", u.path.strip("/")],
-            capture_output=True, text=True, check=True,
-            env={**os.environ, "PGPASSWORD": u.password or ""},
-        )
-    finally:
-        os.unlink(script.name)
-    match = re.search(r"tps = ([\d.]+)", done.stdout)
-    if not match:
-        raise SystemExit(f"cannot read pgbench's output:\n{done.stdout}")
-    return float(match.group(1))
+    return benchcommon.pgbench(
+        url, f"INSERT INTO bench_rows (payload) VALUES ('{PAYLOAD}');\n", procs, seconds)
 
 
 def sqlite_inserter(path: str, seconds: float, barrier: Any, out: Any) -> None:

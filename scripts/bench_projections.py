@@ -36,6 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import benchcommon  # noqa: E402
+
 from infrastructure.demo import BOX_LAYOUT  # noqa: E402
 from infrastructure.storage import open_rooms  # noqa: E402
 from projections.read_models import ReadModels  # noqa: E402
@@ -69,12 +71,7 @@ def fill(app: Any, rooms: int, commands: int) -> None:
 
 
 def timed(fn: Any, passes: int = 3) -> float:
-    times = []
-    for _ in range(passes):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return benchcommon.timed(fn, passes)
 
 
 def read_log(app: Any, decode: bool) -> int:

@@ -228,8 +228,12 @@ def test_the_postgres_follower_fences_a_room_off(pg_url: str) -> None:
             events, _ = tables(app)
             # A row that cannot be read, stored after the follower started (without a
             # notification: the next one brings it along).
-            tamper(pg_url, f"INSERT INTO {events} (originator_id, originator_version, topic, "
-                           "state) VALUES (?, 6, 'CardDrawn', ?)", UUID(room), b"garbage")
+            # Its id as an append numbers it (infrastructure/postgres.py): the id column
+            # has no default.
+            tamper(pg_url, f"INSERT INTO {events} (notification_id, originator_id, "
+                           "originator_version, topic, state) VALUES "
+                           "((pg_current_xact_id()::text::bigint << 20) + 1, ?, 6, "
+                           "'CardDrawn', ?)", UUID(room), b"garbage")
             assert app.execute(other, "emperor", {"type": "discard", "card": "karama-1"})["ok"]
             deadline = time.monotonic() + 10
             while app.read_models.version(other) != 6 and time.monotonic() < deadline:

@@ -1,9 +1,10 @@
 """A process SIGKILLed at chosen points of a save leaves the whole command or nothing.
 
 An append is one autocommitted statement (infrastructure/postgres.py), so the
-kill points are: (a) while the statement is in flight, waiting on the events
-table lock another session holds; the server then either runs it to the end
-(the orphaned statement completes: the whole command) or ends it (here:
+kill points are: (a) while the statement is in flight, waiting on a lock of
+the events table another session holds (appends take none of their own); the
+server then either runs it to the end (the orphaned statement completes: the
+whole command) or ends it (here:
 `pg_terminate_backend`, as an operator or a server restart would: nothing);
 and (b) right after the commit, before answering. A fresh process then finds
 the room either as it was or with the whole command; the open search and the
@@ -58,7 +59,7 @@ def waiting_append(admin: psycopg.Connection[Any], table: str) -> int | None:
     """The backend of an append that waits for a lock."""
     row = admin.execute(
         "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query LIKE %s", (f'%{table}_append"(%',)).fetchone()
+        "AND query LIKE %s", (f'INSERT INTO %"{table}" (notification_id%',)).fetchone()
     return None if row is None else int(row[0])
 
 

@@ -26,9 +26,9 @@ def test_url_and_pool_settings_reach_the_library(monkeypatch: pytest.MonkeyPatch
     assert env["POSTGRES_POOL_SIZE"] == "3" and env["POSTGRES_LOCK_TIMEOUT"] == "7"
     assert env["POSTGRES_MAX_OVERFLOW"] == "8"
     assert env["APPLICATION_RECORDER_TOPIC"] == "infrastructure.postgres:RoomsRecorder"
-    monkeypatch.setenv("APPLICATION_RECORDER_TOPIC", "scripts.bench_pg_lock:GateRecorder")
+    monkeypatch.setenv("APPLICATION_RECORDER_TOPIC", "tests.test_pg_lock:UnboundedRecorder")
     assert environment("postgresql://db/rooms")["APPLICATION_RECORDER_TOPIC"] == (
-        "scripts.bench_pg_lock:GateRecorder")
+        "tests.test_pg_lock:UnboundedRecorder")
 
 
 @pytest.mark.parametrize("name,value", [("DUNE_LEDGER_PG_POOL_SIZE", "many"),
