@@ -207,7 +207,7 @@ class RoomsApp(Application[UUID]):
         for _ in range(RETRIES):
             room = self.current(room_id)
             if not room.state.has_seat(seat):
-                raise Rejection("unknown_seat", f"{seat} has no seat in this room")
+                raise Rejection("unknown_seat", "that faction has no seat in this room")
             token = secrets.token_urlsafe(24)
             fact = SeatTokenReissued(seat=seat, token_hash=token_hash(token))
             state = room.state.clone()
@@ -622,7 +622,7 @@ class RoomsApp(Application[UUID]):
 
         view = self._served(room_id, lambda models, room: models.seat_view(room, seat), folded)
         if view is None:
-            raise Rejection("unknown_seat", f"{seat} has no seat in this room")
+            raise Rejection("unknown_seat", "that faction has no seat in this room")
         return dict(view)
 
     def public_view(self, room_id: str) -> dict[str, Any]:
@@ -652,7 +652,7 @@ class RoomsApp(Application[UUID]):
         if version < 1 or version > current.version:
             raise Rejection("unknown_version", f"the room has versions 1 to {current.version}")
         if not current.state.has_seat(seat):
-            raise Rejection("unknown_seat", f"{seat} has no seat in this room")
+            raise Rejection("unknown_seat", "that faction has no seat in this room")
         end = self._append_end(current, version)
         past = current if end == current.version else self.load(room_id, version=end)
         return views.seat_view_at(past.state, current.state, seat)
