@@ -387,7 +387,8 @@
     };
 
     $('where').replaceChildren(...(view.seat ? [faction(view.seat, 'strong'), ' · '] : []),
-      `Turn ${view.turn}, ${PHASES[view.phase] || 'phase ' + view.phase}`);
+      `Turn ${view.turn}, ${PHASES[view.phase] || 'phase ' + view.phase}`,
+      view.ended ? ' · the room has ended' : '');
     root.dataset.version = String(view.version);
     $('room-version').textContent = String(view.version);
     $('room-mode').textContent = view.mode;
@@ -811,11 +812,13 @@
   }
 
   // A long value shown short, the whole of it in a read-only field to select or copy.
-  function whole(id, text, label) {
-    return [h('span', { class: 'short', 'aria-hidden': 'true', text: `${text.slice(0, 10)}…${text.slice(-6)}` }),
-      h('label', { for: id, class: 'whole' }, h('span', { class: 'hint', text: label }),
-        h('input', { id, class: 'mono', type: 'text', readonly: true, value: text,
-          spellcheck: 'false', onfocus: (e) => e.currentTarget.select() }))];
+  function whole(id, title, text) {
+    return h('div', { class: 'long', id: id.replace('-whole', '') },
+      h('p', {}, h('strong', { text: title + ' ' }),
+        h('code', { class: 'mono', text: `${text.slice(0, 10)}…${text.slice(-6)}` })),
+      h('details', {}, h('summary', { text: `The whole ${title.toLowerCase()}, to copy` }),
+        h('input', { id, class: 'mono', type: 'text', readonly: true, value: text, spellcheck: 'false',
+          'aria-label': `The whole ${title.toLowerCase()}`, onfocus: (e) => e.currentTarget.select() })));
   }
 
   function renderFairness(seed) {
@@ -828,10 +831,8 @@
     const key = publicKey ? publicKey.public_key : 'PUBLIC_KEY';
     fill('fairness',
       h('p', { id: 'fair-mode', 'data-mode': f.mode, text: MODES[f.mode] || `Mode: ${f.mode}.` }),
-      f.commitment ? h('dl', { class: 'facts' },
-        h('dt', { text: 'Algorithm' }), h('dd', { text: f.algorithm }),
-        h('dt', { text: 'Commitment' }), h('dd', { id: 'commitment' },
-          whole('commitment-whole', f.commitment, 'The whole commitment'))) : null,
+      f.commitment ? [h('p', {}, h('strong', { text: 'Algorithm ' }), h('code', { class: 'mono', text: f.algorithm })),
+        whole('commitment-whole', 'Commitment', f.commitment)] : null,
       f.mode === 'committed' ? [
         h('h3', { text: 'Seeds' }),
         h('ul', { class: 'seeds', id: 'seeds' }, everyone.map((f) => h('li', { 'data-seed': f },
@@ -845,8 +846,7 @@
       view.ended ? [
         h('p', { class: 'notice', id: 'ended', text: `This room has ended (version ${view.ended}). `
           + 'No command is taken any more.' }),
-        f.secret ? h('p', { id: 'secret' }, h('strong', { text: 'Published secret ' }),
-          whole('secret-whole', f.secret, 'The whole secret')) : null,
+        f.secret ? whole('secret-whole', 'Published secret', f.secret) : null,
         f.mode === 'committed' ? [
           h('button', { type: 'button', id: 'transcript', 'data-key': 'transcript',
             onclick: (e) => downloadTranscript(e.currentTarget, file) }, 'Download the transcript'),
