@@ -847,12 +847,11 @@
         h('p', { class: 'notice', id: 'ended', text: `This room has ended (version ${view.ended}). `
           + 'No command is taken any more.' }),
         f.secret ? whole('secret-whole', 'Published secret', f.secret) : null,
-        f.mode === 'committed' ? [
-          h('button', { type: 'button', id: 'transcript', 'data-key': 'transcript',
+        [h('button', { type: 'button', id: 'transcript', 'data-key': 'transcript',
             onclick: (e) => downloadTranscript(e.currentTarget, file) }, 'Download the transcript'),
           h('p', { class: 'hint', text: 'Check it on your own computer:' }),
           h('pre', { class: 'mono', id: 'verify-command', tabindex: '0', 'aria-label': 'The command to verify it',
-            text: `dune-ledger verify ${file} --key ${key}` })] : null] : null);
+            text: `dune-ledger verify ${file} --key ${key}` })]] : null);
     if (view.ended && !publicKey) readKey();
   }
 
