@@ -191,3 +191,33 @@ def test_a_press_answered_503_is_sent_again_with_its_command_id(browser: Any,
     assert len(sent) == 3 and sent[2]["command_id"] != sent[0]["command_id"]
     assert public(server, room, spectator)["version"] == before + 2
     context.close()
+
+
+def test_an_end_answered_503_is_sent_again_and_ends_once(browser: Any, server: Server) -> None:
+    created = server.create(committed_layout(deck=None))
+    room, spectator = created["room"], created["spectator"]
+    before = public(server, room, spectator)["version"]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    host = context.new_page()
+    host.set_default_timeout(15_000)
+    sent: list[dict[str, Any]] = []
+
+    def lose_the_first_answer(route: Any) -> None:
+        sent.append(json.loads(route.request.post_data))
+        answer = route.fetch()
+        if len(sent) == 1:
+            route.fulfill(status=503, json={"ok": False, "version": 0, "error": {
+                "code": "unavailable", "message": "the store does not answer"}})
+        else:
+            route.fulfill(response=answer)
+
+    host.route(f"**/rooms/{room}/end", lose_the_first_answer)
+    host.goto(f"{server.base}/host")
+    host.get_by_role("button", name="End room…").click()
+    host.get_by_role("button", name="Yes, end it").click()
+    host.get_by_role("button", name="Download the transcript").wait_for()
+    assert len(sent) == 2 and sent[0]["command_id"] == sent[1]["command_id"], sent
+    ended = public(server, room, spectator)
+    assert ended["version"] == before + 1 and ended["ended"] == before + 1
+    assert host.locator("#error").is_hidden()
+    context.close()
