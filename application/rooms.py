@@ -229,7 +229,7 @@ class RoomsApp(Application[UUID]):
                          self.clock())
 
     def room_summaries(self) -> list[dict[str, Any]]:
-        """Every room for the operator: id, version, seats, created, last command."""
+        """Every room for the operator: id, version, seats, ended, created, last command."""
         out = []
         for uid in self.room_ids():
             room = self.current(uid)
@@ -239,6 +239,7 @@ class RoomsApp(Application[UUID]):
             out.append({
                 "room": str(uid), "version": room.version,
                 "seats": [s.faction for s in room.state.seats],
+                "ended": room.state.ended,
                 "created": first[0].at if first else None,
                 "last_command": None if not last or last[-1].seat is None else {
                     "at": last[-1].at, "seat": last[-1].seat, "event": last[-1].type},

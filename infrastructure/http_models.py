@@ -215,6 +215,7 @@ class RoomSummary(BaseModel):
     room: str
     version: int
     seats: list[str]
+    ended: int | None = Field(description="the version of the room's end, null while it runs")
     created: str | None
     last_command: LastCommand | None
 

@@ -94,7 +94,86 @@
     }
   }
 
-  function drawRooms(rooms) {
+  // Ending a room asks once. The press keeps one command_id, so a press sent again (an
+  // answer lost, a 503) is still one end.
+  const ending = new Map(); // room -> its end's command_id, once asked for
+  let confirming = null; // the room whose end waits for its one confirmation
+
+  function endControl(room) {
+    if (confirming !== room) {
+      return h('button', { type: 'button', class: 'danger', 'data-key': `end:${room}`,
+        onclick: () => { confirming = room; redraw(`end-yes:${room}`); } }, 'End room…');
+    }
+    return h('span', { class: 'confirm', role: 'group', 'aria-label': 'End this room?' },
+      h('span', { class: 'hint', text: 'Ending publishes the secret; no command is taken after.' }),
+      h('button', { type: 'button', class: 'danger', 'data-key': `end-yes:${room}`,
+        onclick: (e) => end(room, e.currentTarget) }, 'Yes, end it'),
+      h('button', { type: 'button', 'data-key': `end-no:${room}`,
+        onclick: () => { confirming = null; redraw(`end:${room}`); } }, 'No, keep it running'));
+  }
+
+  function redraw(focusKey) {
+    shown = '';
+    drawRooms(rooms);
+    const again = document.querySelector(`[data-key="${CSS.escape(focusKey)}"]`);
+    if (again) again.focus();
+  }
+
+  async function end(room, button) {
+    clearError();
+    button.disabled = true;
+    if (!ending.has(room)) ending.set(room, 'host-' + crypto.randomUUID());
+    const body = JSON.stringify({ command_id: ending.get(room) });
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await call(`/rooms/${encodeURIComponent(room)}/end`, { method: 'POST', body,
+          headers: { 'Content-Type': 'application/json' } });
+        break;
+      } catch (e) {
+        if ((e.status === 0 || e.status === 503) && attempt < 4) {
+          await new Promise((done) => setTimeout(done, 300 * 2 ** attempt));
+          continue;
+        }
+        showError(e.message);
+        button.disabled = false;
+        return;
+      }
+    }
+    confirming = null;
+    await load();
+    const next = document.querySelector(`[data-key="transcript:${CSS.escape(room)}"]`);
+    if (next) next.focus();
+  }
+
+  // Read with the operator token in a header, offered to the browser as a file.
+  async function downloadTranscript(room, button) {
+    clearError();
+    button.disabled = true;
+    try {
+      const response = await fetch(`/rooms/${encodeURIComponent(room)}/transcript`,
+        { cache: 'no-store', headers: token ? { Authorization: 'Bearer ' + token } : {} });
+      if (!response.ok) {
+        const body = await response.json().catch(() => null);
+        throw new Error(body && body.error ? `${body.error.message} (${body.error.code})`
+          : `The server answered HTTP ${response.status}.`);
+      }
+      const url = URL.createObjectURL(await response.blob());
+      const link = h('a', { href: url, download: `transcript-${room}.jsonl`, hidden: true });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    } catch (e) {
+      showError(e.message === 'Failed to fetch' ? 'The server does not answer.' : e.message);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  let rooms = [];
+
+  function drawRooms(next) {
+    rooms = next;
     const text = JSON.stringify(rooms);
     if (text === shown) return;
     shown = text;
@@ -113,7 +192,11 @@
             text: last ? `${fname(last.seat)}: ${last.event}, ${when(last.at)}` : 'none yet' }),
           h('dt', { text: 'Created' }), h('dd', { text: when(r.created) })),
         h('div', { class: 'row wrap' },
-          h('a', { href: '/watch/' + r.room, text: 'Spectator page' })),
+          h('a', { href: '/watch/' + r.room, text: 'Spectator page' }),
+          r.ended ? [h('span', { class: 'notice', 'data-ended': r.ended, text: `Ended at version ${r.ended}` }),
+            h('button', { type: 'button', 'data-key': `transcript:${r.room}`,
+              onclick: (e) => downloadTranscript(r.room, e.currentTarget) }, 'Download the transcript')]
+            : endControl(r.room)),
         h('ul', { class: 'seats' }, r.seats.map((f) => h('li', { class: 'seat f-' + f, 'data-seat': f },
           h('span', { class: 'faction f-' + f, text: fname(f) }),
           h('button', { type: 'button', 'data-key': `reissue:${r.room}:${f}`,

@@ -64,10 +64,11 @@
   // --- talking to the server -------------------------------------------------
 
   class Failure extends Error {
-    constructor(message, { fatal = false, code = null } = {}) {
+    constructor(message, { fatal = false, code = null, again = false } = {}) {
       super(message);
       this.fatal = fatal;
       this.code = code;
+      this.again = again; // no answer, or 503: the same command may be sent again
     }
   }
 
@@ -80,7 +81,7 @@
         headers: { Authorization: 'Bearer ' + token, ...(options.headers || {}) },
       });
     } catch (e) {
-      throw new Failure('The server does not answer.', { code: 'unreachable' });
+      throw new Failure('The server does not answer.', { code: 'unreachable', again: true });
     }
     // An answer: a banner saying the server does not answer is stale now.
     if (unreachable) clearError();
@@ -93,12 +94,13 @@
       body = null;
     }
     if (!response.ok && !(body && body.ok === false)) {
-      throw new Failure('The server answered HTTP ' + response.status + '.');
+      throw new Failure('The server answered HTTP ' + response.status + '.',
+        { again: response.status === 503 });
     }
     if (body && body.ok === false && body.error) {
       const fatal = response.status === 401 || response.status === 404;
       throw new Failure(body.error.message + ' (' + body.error.code + ')',
-        { fatal, code: body.error.code });
+        { fatal, code: body.error.code, again: response.status === 503 });
     }
     return body;
   }
@@ -125,17 +127,29 @@
       button.disabled = true;
     }
     try {
-      const result = await call(base + '/commands', {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ ...command, command_id: newCommandId() }),
-      });
-      nextFocus = true;
+      const result = await deliver(base + '/commands',
+        JSON.stringify({ ...command, command_id: newCommandId() }));
+      if (button) nextFocus = true;
       if (view === null || result.version > view.version) await refresh();
       else render();
     } catch (e) {
       showError(e.message, e.code);
       if (button) button.disabled = false;
+    }
+  }
+
+  // One press is one command_id. A press whose answer was lost, or answered 503, is sent
+  // again with that id: the server answers a repeated id with its first result, so a
+  // command that did land is not applied twice.
+  async function deliver(path, body) {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        return await call(path, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+          body });
+      } catch (e) {
+        if (!e.again || attempt >= 4 || stopped) throw e;
+        await new Promise((done) => setTimeout(done, 300 * 2 ** attempt));
+      }
     }
   }
 
@@ -239,6 +253,7 @@
     token = null;
     view = null;
     shown = '';
+    seeding = false;
     lastSeq = 0;
     mine.length = 0;
     $('log-body').replaceChildren();
@@ -278,6 +293,7 @@
     if (view && view.me && next.me) remember(view, next);
     view = next;
     render();
+    seedOnce();
     if (changed) loadLog().catch((e) => showError(e.message));
   }
 
@@ -371,7 +387,8 @@
     };
 
     $('where').replaceChildren(...(view.seat ? [faction(view.seat, 'strong'), ' · '] : []),
-      `Turn ${view.turn}, ${PHASES[view.phase] || 'phase ' + view.phase}`);
+      `Turn ${view.turn}, ${PHASES[view.phase] || 'phase ' + view.phase}`,
+      view.ended ? ' · the room has ended' : '');
     root.dataset.version = String(view.version);
     $('room-version').textContent = String(view.version);
     $('room-mode').textContent = view.mode;
@@ -386,6 +403,7 @@
     renderSemuta(take('semuta'));
     renderAmbassador();
     renderAutopilot(take('set_autopilot'));
+    renderFairness(take('seed'));
     renderMore((view.actions || []).filter((a) => !used.has(a.type)));
     renderMine();
 
@@ -766,6 +784,125 @@
         h('div', { class: 'row wrap' }, group.filter((a) => !a.free).map((a) => actionButton(a, label(a)))),
         group.filter((a) => a.free).map((a) => freeForm(a, label(a))));
     }));
+  }
+
+  // --- fair dealing (RULES 9) ------------------------------------------------
+
+  const MODES = {
+    committed: 'Committed: every shuffle comes from a secret this room fixed when it was '
+      + 'created and from the seats\' seeds, so the server could not choose the order of the '
+      + 'deck. Once the room ends, anyone at the table can check every shuffle.',
+    seeded: 'Seeded: a fixed seed makes this room repeatable (a demo or a test). There is '
+      + 'nothing to verify.',
+    layout: 'The layout set the order of the deck. There is nothing to verify.',
+  };
+  let seeding = false; // this page already sent the seat's first seed
+  let publicKey = null; // GET /keys, read once the room has ended
+
+  // The seat's first seed, from this browser: a committed room's seat without one sets
+  // it when the page first opens, if the view's actions offer the `seed` command.
+  function seedOnce() {
+    const f = view.fairness;
+    if (seeding || watching || !f || f.mode !== 'committed' || f.seeds[view.seat]) return;
+    if (!actions('seed').length) return;
+    seeding = true;
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    send({ type: 'seed', value: Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('') });
+  }
+
+  // A long value shown short, the whole of it in a read-only field to select or copy.
+  function whole(id, title, text) {
+    return h('div', { class: 'long', id: id.replace('-whole', '') },
+      h('p', {}, h('strong', { text: title + ' ' }),
+        h('code', { class: 'mono', text: `${text.slice(0, 10)}…${text.slice(-6)}` })),
+      h('details', {}, h('summary', { text: `The whole ${title.toLowerCase()}, to copy` }),
+        h('input', { id, class: 'mono', type: 'text', readonly: true, value: text, spellcheck: 'false',
+          'aria-label': `The whole ${title.toLowerCase()}`, onfocus: (e) => e.currentTarget.select() })));
+  }
+
+  function renderFairness(seed) {
+    const f = view.fairness;
+    if (!f) return fill('fairness');
+    const seeds = f.seeds || {};
+    // My seat first, then the others (view.seats lists only the others to a seat).
+    const everyone = [...(view.seat ? [view.seat] : []), ...view.seats.map((s) => s.faction)];
+    const file = `transcript-${room}.jsonl`;
+    const key = publicKey ? publicKey.public_key : 'PUBLIC_KEY';
+    fill('fairness',
+      h('p', { id: 'fair-mode', 'data-mode': f.mode, text: MODES[f.mode] || `Mode: ${f.mode}.` }),
+      f.commitment ? [h('p', {}, h('strong', { text: 'Algorithm ' }), h('code', { class: 'mono', text: f.algorithm })),
+        whole('commitment-whole', 'Commitment', f.commitment)] : null,
+      f.mode === 'committed' ? [
+        h('h3', { text: 'Seeds' }),
+        h('ul', { class: 'seeds', id: 'seeds' }, everyone.map((f) => h('li', { 'data-seed': f },
+          faction(f), ' ', seeds[f]
+            ? h('code', { class: 'mono', text: seeds[f] })
+            : h('span', { class: 'hint', text: 'no seed yet' })))),
+        seed.length ? seedForm(seed[0]) : null,
+        h('p', { class: 'hint', id: 'fair-limits' }, h('strong', { text: 'What this does not guarantee: ' }),
+          'the server still knows every hidden card while the room runs (it keeps custody of '
+          + 'them), and an operator who leaks the secret early leaks the deck.')] : null,
+      view.ended ? [
+        h('p', { class: 'notice', id: 'ended', text: `This room has ended (version ${view.ended}). `
+          + 'No command is taken any more.' }),
+        f.secret ? whole('secret-whole', 'Published secret', f.secret) : null,
+        [h('button', { type: 'button', id: 'transcript', 'data-key': 'transcript',
+            onclick: (e) => downloadTranscript(e.currentTarget, file) }, 'Download the transcript'),
+          h('p', { class: 'hint', text: 'Check it on your own computer:' }),
+          h('pre', { class: 'mono', id: 'verify-command', tabindex: '0', 'aria-label': 'The command to verify it',
+            text: `dune-ledger verify ${file} --key ${key}` })]] : null);
+    if (view.ended && !publicKey) readKey();
+  }
+
+  function seedForm(action) {
+    const input = h('input', { id: 'seed-value', 'data-key': 'seed-value', type: 'text', required: true,
+      minlength: '1', maxlength: '64', pattern: '[ -~]{1,64}', autocomplete: 'off', spellcheck: 'false' });
+    const form = h('form', { class: 'stack free', id: 'seed-form' },
+      h('label', { for: 'seed-value', text: 'My own seed (1 to 64 printable ASCII characters, public)' }),
+      input, h('button', { type: 'submit', 'data-key': keyOf(action) }, 'Set my seed'));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const value = input.value;
+      input.value = '';
+      send({ type: 'seed', value }, form.querySelector('button'));
+    });
+    return form;
+  }
+
+  async function readKey() {
+    try {
+      publicKey = await call('/keys');
+      render();
+    } catch (e) {
+      publicKey = { public_key: 'PUBLIC_KEY' }; // no key served: the command keeps its placeholder
+    }
+  }
+
+  // The transcript is read with the token in a header (never in an address) and offered
+  // to the browser as a file.
+  async function downloadTranscript(button, file) {
+    clearError();
+    button.disabled = true;
+    try {
+      const response = await fetch(base + '/transcript', { cache: 'no-store',
+        headers: { Authorization: 'Bearer ' + token } });
+      if (!response.ok) {
+        const body = await response.json().catch(() => null);
+        throw new Error(body && body.error ? `${body.error.message} (${body.error.code})`
+          : `The server answered HTTP ${response.status}.`);
+      }
+      const url = URL.createObjectURL(await response.blob());
+      const link = h('a', { href: url, download: file, hidden: true });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    } catch (e) {
+      showError(e.message === 'Failed to fetch' ? 'The server does not answer.' : e.message);
+    } finally {
+      button.disabled = false;
+    }
   }
 
   // --- the token -------------------------------------------------------------
