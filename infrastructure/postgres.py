@@ -62,6 +62,8 @@ STATEMENT_TIMEOUT = "30"
 # 2**ID_SHIFT events fit one transaction (PostgreSQL's 64-bit transaction ids stay
 # below 2**43 for some 280 years at a million transactions a second).
 ID_SHIFT = 20
+# The advisory lock of a recorder's table creation (`RoomsRecorder._create_table`).
+DDL_LOCK_KEY = 0x64756E66
 MAX_ID = (1 << 63) - 1
 EVENT_COLUMNS = "originator_id, originator_version, topic, state"
 ROOM_COLUMNS = "originator_version, topic, state"
@@ -299,6 +301,16 @@ class RoomsRecorder(PostgresApplicationRecorder):
                  table=table).as_bytes(None)
         self.room_name = f"{self.events_table_name}_room".encode()
         self.queries: dict[object, bytes] = {}
+
+    def _create_table(self, curs: Any) -> None:
+        """The library's statements, one process at a time: concurrent `CREATE OR REPLACE
+        FUNCTION`s of one function fail ("tuple concurrently updated"), and a process
+        whose follower opens the store again (a worker after its connections were cut)
+        creates outside `open_rooms`' lock (infrastructure/storage.py `first_use_lock`,
+        a session lock of another key, which this must not wait for: the same process
+        may hold it). The lock ends with this transaction."""
+        curs.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK_KEY,))
+        super()._create_table(curs)
 
     def append_statement(self, n: int) -> bytes:
         """The append of `n` events: one binary parameter per field ($1 to $4n), then

@@ -166,3 +166,39 @@ def test_statements_run_through_libpq_behave_as_through_a_cursor() -> None:
             assert app.load(played).version == 2
         finally:
             app.close()
+
+
+def test_processes_that_open_one_store_at_once_create_its_tables_in_turn() -> None:
+    """Opening a store runs `CREATE OR REPLACE FUNCTION`s; two sessions doing so at once
+    fail ("tuple concurrently updated"), as a worker reopening the store beside a starting
+    process did. The recorder's table creation takes turns (`RoomsRecorder._create_table`)."""
+    import threading
+
+    from eventsourcing.utils import Environment
+
+    from infrastructure.postgres import RoomsPostgresFactory, RoomsRecorder
+
+    with database("dl_test_ddl") as url:
+        env = environment(url)
+        with open_rooms(url):
+            pass  # the tables exist, as for a worker that opens the store again
+        failures: list[str] = []
+
+        def open_again() -> None:
+            factory = RoomsPostgresFactory(Environment("DuneLedger", env))
+            try:
+                for _ in range(10):
+                    try:
+                        RoomsRecorder(factory.datastore,
+                                      events_table_name="duneledger_events").create_table()
+                    except Exception as e:
+                        failures.append(str(e))
+            finally:
+                factory.close()
+
+        threads = [threading.Thread(target=open_again) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
