@@ -442,7 +442,8 @@ def test_dune_ledger_serve_on_postgres(pg_url: str) -> None:
                     break
             except httpx.TransportError:
                 time.sleep(0.05)
-        created = httpx.post(f"{base}/rooms", json=layout(), headers=auth(ADMIN))
+        # On a loaded machine the first request may take longer than httpx's 5 s default.
+        created = httpx.post(f"{base}/rooms", json=layout(), headers=auth(ADMIN), timeout=30)
         assert created.status_code == 201
         room, tokens = created.json()["room"], created.json()["seats"]
         r = httpx.post(f"{base}/rooms/{room}/commands", headers=auth(tokens["richese"]),
