@@ -670,15 +670,6 @@ class RoomsApp(Application[UUID]):
             after = upto
         return room.version
 
-    def authenticate(self, room_id: str, token: str) -> str | None:
-        """The seat a token belongs to, or None."""
-        room = self.load(room_id)
-        digest = token_hash(token)
-        for faction, stored in room.token_hashes.items():
-            if secrets.compare_digest(stored, digest):
-                return faction
-        return None
-
 
 class KeptRooms:
     """Rooms kept in memory between commands, least recently used first out.

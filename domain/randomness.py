@@ -48,19 +48,6 @@ class Randomness(Protocol):
         ...
 
 
-class NoRandomness:
-    """For replay and read-only checks: any draw is a programming error."""
-
-    def shuffle(self, ids: list[str]) -> list[str]:
-        raise RuntimeError("randomness drawn where none is allowed")
-
-    def sample(self, ids: list[str], k: int) -> list[str]:
-        raise RuntimeError("randomness drawn where none is allowed")
-
-    def last_draw(self) -> Rng | None:
-        return None
-
-
 def commitment(secret: bytes) -> str:
     return hashlib.sha256(COMMIT_PREFIX + secret).hexdigest()
 

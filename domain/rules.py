@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from domain import commands as c
 from domain.errors import Rejection
-from domain.events import EVENT_TYPES, Event, RoomCreated
+from domain.events import Event, RoomCreated
 from domain.randomness import Randomness
 from domain.state import RoomState
 
@@ -169,10 +169,6 @@ def replay(events: Iterable[Event]) -> RoomState:
     for event in it:
         apply(state, event)
     return state
-
-
-def event_class(name: str) -> type[Event]:
-    return EVENT_TYPES[name]
 
 
 # The rules modules register their handlers on import.

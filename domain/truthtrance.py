@@ -161,8 +161,3 @@ def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
         promise = {"box": box}
     tx.emit(TruthtranceAnswered(event=cmd.event, target=actor, answer=cmd.answer,
                                 promise=promise))
-
-
-def public_part(state: RoomState) -> dict[str, Any] | None:
-    t = state.truthtrance
-    return None if t is None else dict(t.get("public", {}))

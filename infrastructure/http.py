@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 from urllib.parse import unquote_plus
@@ -881,13 +881,6 @@ def etags(header: str) -> set[str]:
     its version), `*` as any."""
     out = {t.strip().removeprefix("W/") for t in header.split(",") if t.strip()}
     return out
-
-
-async def query(fn: Callable[..., Awaitable[Any] | Any], *args: Any) -> Any:
-    try:
-        return await run_in_threadpool(fn, *args)
-    except Rejection as r:
-        raise Refused(r.code, r.message) from None
 
 
 def app_from_env() -> FastAPI:

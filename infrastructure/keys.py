@@ -272,12 +272,6 @@ def public_key_info(path: str | os.PathLike[str] | None = None, *,
     }
 
 
-def public_key_text(path: str | os.PathLike[str] | None = None) -> str:
-    """The public signing key as PEM text, for `GET /keys` (the key file is created
-    when missing, as the server's first write would)."""
-    return str(public_key_info(path, create=True)["pem"])
-
-
 def init_key_file(path: str | os.PathLike[str] | None = None, *, cipher: bool = False
                   ) -> dict[str, Any]:
     """`keys init`: a new key file; an existing one is never replaced."""

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.catalog import room_cards
+from domain.layout import build_room, parse_layout
 from domain.nullentropy import candidates
-from domain.rules import Tx
+from domain.rules import Tx, initial_state
 from domain.state import RoomState
 from tests.support import Counting, layout, rejected, run, snapshot, state_of, types
 
@@ -54,5 +56,79 @@ def assert_lock_round_trip(state: RoomState, actor: str, command: dict[str, Any]
     return closed
 
 
+# --- the Richese Ambassador room (RULES 4), shared by its domain, storage and bounds tests
+
+EXPANSIONS = ["choam_richese", "ecaz_moritani"]
+ALL_CARDS = [c.id for c in room_cards(tuple(EXPANSIONS))]
+CACHE = {c.id for c in room_cards(tuple(EXPANSIONS)) if c.zone == "cache"}
+RICHESE_TOKENS: dict[str, Any] = {
+    "placed": [{"token": "richese", "territory": "arrakeen"},
+               {"token": "fremen", "territory": "tueks-sietch"}],
+    "cohort": ["richese", "bene_gesserit", "fremen", "guild", "ixians"],
+    "used": [],
+    "copy_pool": ["emperor", "choam", "atreides"],
+}
+
+
+def ambassador_seats(**hands: Any) -> list[dict[str, Any]]:
+    """Ecaz allied with Harkonnen, an Emperor with a Karama, Atreides the entrant."""
+    base: dict[str, dict[str, Any]] = {
+        "ecaz": {"faction": "ecaz", "spice": 10, "hand": [], "ally": "harkonnen"},
+        "harkonnen": {"faction": "harkonnen", "spice": 10, "hand": ["crysknife", "stunner"],
+                      "ally": "ecaz"},
+        "emperor": {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
+        "atreides": {"faction": "atreides", "spice": 10, "hand": []},
+    }
+    for faction, value in hands.items():
+        if value is None:
+            base.pop(faction, None)
+        elif isinstance(value, dict):
+            base[faction] = {"faction": faction, **value}
+        else:
+            base.setdefault(faction, {"faction": faction, "spice": 10})["hand"] = value
+    return list(base.values())
+
+
+def ambassador_layout(*, deck: list[str] | None = None, discard: list[str] | None = None,
+           ambassadors: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
+    """A staged room; with an explicit deck every other card is out of the game."""
+    raw: dict[str, Any] = {
+        "mode": "advanced", "expansions": EXPANSIONS, "seed": 4, "bank": 100,
+        "turn": 3, "phase": 6, "seats": ambassador_seats(),
+        "discard": discard if discard is not None else ["baliset", "shield-1"],
+        "ambassadors": ambassadors or RICHESE_TOKENS,
+    }
+    raw.update(over)
+    if deck is not None:
+        placed = set(deck) | set(raw["discard"])
+        for s in raw["seats"]:
+            placed |= set(s.get("hand", []))
+        raw["deck"] = deck
+        raw["removed"] = [c for c in ALL_CARDS if c not in placed and c not in CACHE]
+    return raw
+
+
+def ambassador_room(**kw: Any) -> RoomState:
+    """A room staged by `ambassador_layout`."""
+    return initial_state(build_room(parse_layout(ambassador_layout(**kw)), "room-a", Counting(9)))
+
+
+def enter(state: RoomState, who: str = "atreides", where: str = "arrakeen",
+          via: str = "movement") -> RoomState:
+    return run(state, who, {"type": "enter_territory", "territory": where, "via": via}).state
+
+
+def trigger(state: RoomState, beneficiary: str = "ecaz") -> Tx:
+    d = state.control.decision
+    assert d is not None and d.kind == "ambassador"
+    return run(state, "ecaz", {"type": "ambassador_decide", "event": d.event, "trigger": True,
+                               "beneficiary": beneficiary})
+
+
+HARK = ["crysknife", "stunner", "chaumas", "chaumurky", "ellaca-drug", "gom-jabbar",
+        "lasgun", "slip-tip"]
+
+
 __all__ = ["BOX", "Counting", "layout", "snapshot", "state_of", "run", "rejected", "code",
-           "types", "open_search", "close_search", "assert_lock_round_trip"]
+           "types", "open_search", "close_search", "assert_lock_round_trip", "ALL_CARDS", "HARK",
+           "ambassador_layout", "ambassador_room", "ambassador_seats", "enter", "trigger"]

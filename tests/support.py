@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-from application.rooms import RoomsApp
+from application.rooms import RoomsApp, token_hash
 from domain.commands import parse_command
 from domain.errors import Rejection
 from domain.layout import build_room, parse_layout
@@ -99,6 +100,17 @@ def long_room(app: Any, draws: int = 100) -> str:
         assert app.execute(room, seat, {"type": "discard", "card": card})["ok"]
     app.read_models.catch_up()
     return room
+
+
+def authenticate(app: RoomsApp, room_id: str, token: str) -> str | None:
+    """The seat a token belongs to in the stored room, or None (the tests' check that
+    a token stored or reissued is the one that opens the seat)."""
+    room = app.load(room_id)
+    digest = token_hash(token)
+    for faction, stored in room.token_hashes.items():
+        if secrets.compare_digest(stored, digest):
+            return faction
+    return None
 
 
 @contextmanager

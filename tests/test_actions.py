@@ -16,8 +16,8 @@ from domain.errors import Rejection
 from domain.rules import decide
 from domain.state import RoomState
 from domain.views import public_view, seat_view
-from tests import test_ambassador
 from tests.leaks import face_up, hidden_from_seat, named
+from tests.rules_support import ambassador_layout, ambassador_room, ambassador_seats, enter, trigger
 from tests.support import Counting, layout, rejected, run, snapshot, state_of
 
 BOX = "nullentropy-box"
@@ -38,7 +38,7 @@ def busy_layout() -> dict[str, Any]:
                          "price": 2}])
 
 
-LAYOUTS = [busy_layout, lambda: test_ambassador.layout()]
+LAYOUTS = [busy_layout, lambda: ambassador_layout()]
 
 
 def to_commands(action: dict[str, Any], state: RoomState, seat: str) -> list[dict[str, Any]]:
@@ -204,8 +204,8 @@ def test_a_box_listed_when_begin_would_be_accepted_and_not_when_blocked():
 
 
 def test_a_response_window_lists_pass_and_each_karama_of_the_seat():
-    room = test_ambassador.room(seats=test_ambassador.seats(atreides=["karama-2", "kulon"]))
-    state = test_ambassador.trigger(test_ambassador.enter(room)).state
+    room = ambassador_room(seats=ambassador_seats(atreides=["karama-2", "kulon"]))
+    state = trigger(enter(room)).state
     window = state.control.response
     assert window is not None and window.kind == "ambassador_income"
     atreides = actions(state, "atreides")

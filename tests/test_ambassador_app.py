@@ -12,8 +12,10 @@ import pytest
 
 from application.audit import audit_records, audit_room
 from infrastructure.storage import open_rooms
+from tests.rules_support import BOX, HARK
+from tests.rules_support import ambassador_layout as layout
+from tests.rules_support import ambassador_seats as seats
 from tests.support import Factory
-from tests.test_ambassador import BOX, HARK, layout, seats
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -23,9 +23,8 @@ from domain.errors import LayoutError, Rejection
 from domain.layout import CommitmentKind, build_room, parse_layout
 from domain.state import COMMITMENT_KINDS
 from infrastructure.storage import open_rooms
+from tests.rules_support import ambassador_layout, ambassador_seats
 from tests.support import Counting, layout
-from tests.test_ambassador import layout as ambassador_layout
-from tests.test_ambassador import seats as ambassador_seats
 
 # One valid command of every type, with every optional field set.
 EXAMPLES: dict[str, dict[str, Any]] = {

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from application.rooms import RoomsApp
 from infrastructure import http
 from infrastructure.http import WRONG_LIMIT, create_app
+from tests.support import authenticate
 from tests.test_http import ADMIN, assert_error, auth, create
 
 BOX = "nullentropy-box"
@@ -119,7 +120,7 @@ def test_a_reissued_token_replaces_the_old_and_no_event_holds_it(client: TestCli
     assert_error(client.post(f"/rooms/{rid}/seats/fremen/token", headers=auth(ADMIN)), 404)
     # A reload (a restart) knows the new token only.
     rooms.kept.take(rid)
-    assert rooms.authenticate(rid, new) == "emperor" and rooms.authenticate(rid, old) is None
+    assert authenticate(rooms, rid, new) == "emperor" and authenticate(rooms, rid, old) is None
 
 
 def test_openapi_is_typed_with_error_codes_security_and_examples(client: TestClient) -> None:

@@ -22,7 +22,7 @@ from application.rooms import RoomsApp, token_hash
 from application.stream import APPEND, Recorded, chain_hash
 from domain.errors import Rejection
 from infrastructure.keys import Keys, public_key_info
-from tests.support import layout, opened
+from tests.support import authenticate, layout, opened
 from tests.test_audit_parts import room_key, tables, tamper
 
 
@@ -150,7 +150,7 @@ def test_an_append_made_without_the_key_is_found(url: str, tmp_path: Path) -> No
 def test_a_seat_token_hash_replaced_is_found(url: str) -> None:
     with opened(url) as app:
         room, tokens = played(app)
-        assert app.authenticate(room, tokens["emperor"]) == "emperor"
+        assert authenticate(app, room, tokens["emperor"]) == "emperor"
 
         def taken_over(rec: Recorded) -> None:
             if rec.originator_version == 1:
@@ -159,7 +159,7 @@ def test_a_seat_token_hash_replaced_is_found(url: str) -> None:
         rewrite(app, url, room, taken_over)
     with opened(url) as app:
         with pytest.raises(Rejection) as refused:
-            app.authenticate(room, "the thief's token")
+            authenticate(app, room, "the thief's token")
         assert refused.value.code == "room_damaged"
         assert hashes_hold(audit_room(app, room))
 

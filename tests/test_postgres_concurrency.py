@@ -218,8 +218,8 @@ def test_racing_final_allowances_pay_once_and_finish_once(app: Any, pg_url: str,
                                                           racers: int) -> None:
     """The last pass of the bonus window, sent by many processes: one purchase, one
     income, one bonus, one cohort replenishment, one worm continuation."""
-    from tests.test_ambassador import HARK, seats
-    from tests.test_ambassador import layout as ambassador_layout
+    from tests.rules_support import HARK, ambassador_layout
+    from tests.rules_support import ambassador_seats as seats
 
     tokens = {"placed": [{"token": "richese", "territory": "arrakeen"}],
               "cohort": ["richese", "fremen", "guild", "ixians", "tleilaxu"],

@@ -27,7 +27,9 @@ from psycopg.sql import SQL, Identifier
 
 from application.audit import audit_room
 from infrastructure.storage import open_rooms
-from tests.test_ambassador import BOX, layout, seats
+from tests.rules_support import BOX
+from tests.rules_support import ambassador_layout as layout
+from tests.rules_support import ambassador_seats as seats
 
 CTX = mp.get_context("spawn")
 IN_FLIGHT = ("in_flight_completed", "in_flight_terminated")

@@ -10,80 +10,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.catalog import room_cards
 from domain.errors import LayoutError, Rejection
 from domain.layout import build_room, parse_layout
-from domain.rules import Tx, apply, initial_state
+from domain.rules import Tx, apply
 from domain.state import RoomState
 from domain.views import public_view, seat_view
+from tests.rules_support import (
+    ALL_CARDS,
+    BOX,
+    HARK,
+    enter,
+    trigger,
+)
+from tests.rules_support import ambassador_layout as layout
+from tests.rules_support import ambassador_room as room
+from tests.rules_support import ambassador_seats as seats
 from tests.support import Counting, rejected, run, types
-
-EXPANSIONS = ["choam_richese", "ecaz_moritani"]
-ALL_CARDS = [c.id for c in room_cards(tuple(EXPANSIONS))]
-CACHE = {c.id for c in room_cards(tuple(EXPANSIONS)) if c.zone == "cache"}
-BOX = "nullentropy-box"
-
-RICHESE_TOKENS: dict[str, Any] = {
-    "placed": [{"token": "richese", "territory": "arrakeen"},
-               {"token": "fremen", "territory": "tueks-sietch"}],
-    "cohort": ["richese", "bene_gesserit", "fremen", "guild", "ixians"],
-    "used": [],
-    "copy_pool": ["emperor", "choam", "atreides"],
-}
-
-
-def seats(**hands: Any) -> list[dict[str, Any]]:
-    """Ecaz allied with Harkonnen, an Emperor with a Karama, Atreides the entrant."""
-    base: dict[str, dict[str, Any]] = {
-        "ecaz": {"faction": "ecaz", "spice": 10, "hand": [], "ally": "harkonnen"},
-        "harkonnen": {"faction": "harkonnen", "spice": 10, "hand": ["crysknife", "stunner"],
-                      "ally": "ecaz"},
-        "emperor": {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
-        "atreides": {"faction": "atreides", "spice": 10, "hand": []},
-    }
-    for faction, value in hands.items():
-        if value is None:
-            base.pop(faction, None)
-        elif isinstance(value, dict):
-            base[faction] = {"faction": faction, **value}
-        else:
-            base.setdefault(faction, {"faction": faction, "spice": 10})["hand"] = value
-    return list(base.values())
-
-
-def layout(*, deck: list[str] | None = None, discard: list[str] | None = None,
-           ambassadors: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
-    """A staged room; with an explicit deck every other card is out of the game."""
-    raw: dict[str, Any] = {
-        "mode": "advanced", "expansions": EXPANSIONS, "seed": 4, "bank": 100,
-        "turn": 3, "phase": 6, "seats": seats(),
-        "discard": discard if discard is not None else ["baliset", "shield-1"],
-        "ambassadors": ambassadors or RICHESE_TOKENS,
-    }
-    raw.update(over)
-    if deck is not None:
-        placed = set(deck) | set(raw["discard"])
-        for s in raw["seats"]:
-            placed |= set(s.get("hand", []))
-        raw["deck"] = deck
-        raw["removed"] = [c for c in ALL_CARDS if c not in placed and c not in CACHE]
-    return raw
-
-
-def room(**kw: Any) -> RoomState:
-    return initial_state(build_room(parse_layout(layout(**kw)), "room-a", Counting(9)))
-
-
-def enter(state: RoomState, who: str = "atreides", where: str = "arrakeen",
-          via: str = "movement") -> RoomState:
-    return run(state, who, {"type": "enter_territory", "territory": where, "via": via}).state
-
-
-def trigger(state: RoomState, beneficiary: str = "ecaz") -> Tx:
-    d = state.control.decision
-    assert d is not None and d.kind == "ambassador"
-    return run(state, "ecaz", {"type": "ambassador_decide", "event": d.event, "trigger": True,
-                               "beneficiary": beneficiary})
 
 
 def window(state: RoomState) -> str:
@@ -333,10 +275,6 @@ def test_emperor_absent_or_buying_gets_no_income():
     tx = trigger(state, "emperor")
     assert "ResponseWindowOpened" not in types(tx) and "EmperorIncomePaid" not in types(tx)
     assert tx.state.receipts[0].emperor is None and tx.state.seat("emperor").spice == 7
-
-
-HARK = ["crysknife", "stunner", "chaumas", "chaumurky", "ellaca-drug", "gom-jabbar",
-        "lasgun", "slip-tip"]
 
 
 @pytest.mark.parametrize("held, bought, bonus", [(6, True, True), (7, True, False),
