@@ -152,10 +152,11 @@ class Seat:
         return view
 
     def settled(self) -> None:
-        """Wait until the page shows the version the server holds now."""
+        """Wait until the page shows the version the server holds now, or a later one (a
+        committed room's page sets its seed by itself as it opens)."""
         version = self.view()["version"]
         self.page.wait_for_function(
-            "v => document.getElementById('table').dataset.version === String(v)", arg=version)
+            "v => Number(document.getElementById('table').dataset.version) >= v", arg=version)
         self.page.wait_for_function(
             "n => document.querySelectorAll('#log-body li').length >= n",
             arg=len(self.server.get(f"/rooms/{self.room}/log", self.token)))
