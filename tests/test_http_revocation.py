@@ -60,7 +60,8 @@ def steal_and_reissue(thief_base: str, operator_base: str, *, tries: int = 1) ->
     """The thief streams the Emperor's view with the old token from `thief_base`; the
     operator reissues it on `operator_base`. The stream ends without another view, and
     every later use of the old token is refused (401) at once, on every process."""
-    created = httpx.post(f"{operator_base}/rooms", json=layout(), headers=auth(ADMIN)).json()
+    created = httpx.post(f"{operator_base}/rooms", json=layout(), headers=auth(ADMIN),
+                         timeout=30).json()
     room, old = created["room"], created["seats"]["emperor"]
     stream = f"{thief_base}/rooms/{room}/stream"
     # The thief's process has the old token's hashes in memory, as after any use.

@@ -60,7 +60,7 @@ def together(calls: list[Any]) -> list[httpx.Response]:
 
 def test_two_servers_racing_one_begin_charge_one_fee(servers: list[str]) -> None:
     a, b = servers
-    created = httpx.post(f"{a}/rooms", json=layout(), headers=auth(ADMIN)).json()
+    created = httpx.post(f"{a}/rooms", json=layout(), headers=auth(ADMIN), timeout=30).json()
     room, token = created["room"], created["seats"]["richese"]
     begin = {"type": "begin_search", "card": "nullentropy-box"}
     responses = together([
@@ -82,7 +82,7 @@ def test_two_servers_racing_one_begin_charge_one_fee(servers: list[str]) -> None
 
 def test_one_command_id_through_two_servers_applies_once(servers: list[str]) -> None:
     a, b = servers
-    created = httpx.post(f"{b}/rooms", json=layout(), headers=auth(ADMIN)).json()
+    created = httpx.post(f"{b}/rooms", json=layout(), headers=auth(ADMIN), timeout=30).json()
     room, token = created["room"], created["seats"]["emperor"]
     draw = {"type": "draw", "command_id": "one-draw"}
     responses = together([

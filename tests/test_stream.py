@@ -78,7 +78,7 @@ def events(lines: Iterator[str], count: int) -> list[dict[str, str]]:
 
 
 def create(base: str) -> dict[str, Any]:
-    r = httpx.post(f"{base}/rooms", json=layout(), headers=auth(ADMIN))
+    r = httpx.post(f"{base}/rooms", json=layout(), headers=auth(ADMIN), timeout=30)
     assert r.status_code == 201, r.text
     return r.json()
 
