@@ -23,8 +23,8 @@ from uuid import UUID
 
 import orjson
 
-from application.rooms import RoomFold, RoomsApp, gc_paused, room_uuid
-from application.stream import (
+from dune_ledger.application.rooms import RoomFold, RoomsApp, gc_paused, room_uuid
+from dune_ledger.application.stream import (
     GENESIS,
     Chain,
     Recorded,
@@ -33,11 +33,11 @@ from application.stream import (
     Trusted,
     Undecodable,
 )
-from domain.catalog import room_cards
-from domain.errors import Rejection
-from domain.events import DiscardReshuffled, PileShuffled, RoomCreated
-from domain.rules import apply, initial_state
-from domain.state import RoomState
+from dune_ledger.domain.catalog import room_cards
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import DiscardReshuffled, PileShuffled, RoomCreated
+from dune_ledger.domain.rules import apply, initial_state
+from dune_ledger.domain.state import RoomState
 
 MAX_DETAILS = 20
 PART_MIN = 2_500  # events: a shorter part of an audit in parts does not pay for its process

@@ -48,10 +48,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from application.rooms import RoomsApp
-from domain import views
-from domain.catalog import CARDS
-from domain.errors import Rejection
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.domain import views
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.errors import Rejection
 
 PACE_ENV = "DUNE_LEDGER_AUTOPILOT_PACE"
 DEFAULT_PACE = 2.0  # seconds since the room's last event before an autopilot acts

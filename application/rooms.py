@@ -28,7 +28,7 @@ import orjson
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Recording
 
-from application.stream import (
+from dune_ledger.application.stream import (
     Chain,
     Damaged,
     Recorded,
@@ -44,14 +44,14 @@ from application.stream import (
     project_room,
     verified_room,
 )
-from domain import fairness, views
-from domain.commands import Command, parse_command
-from domain.errors import Rejection
-from domain.layout import build_room, committed_layout, parse_layout
-from domain.randomness import Randomness
-from domain.responses import WindowDeadline, expired
-from domain.rules import SYSTEM, Tx, apply, decide, initial_state
-from domain.state import RoomState
+from dune_ledger.domain import fairness, views
+from dune_ledger.domain.commands import Command, parse_command
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.layout import build_room, committed_layout, parse_layout
+from dune_ledger.domain.randomness import Randomness
+from dune_ledger.domain.responses import WindowDeadline, expired
+from dune_ledger.domain.rules import SYSTEM, Tx, apply, decide, initial_state
+from dune_ledger.domain.state import RoomState
 
 # (room seed or None, room version) -> the randomness for one decision
 RandomnessFactory = Callable[[int | None, int], Randomness]

@@ -26,9 +26,9 @@ from uuid import UUID
 
 import orjson
 
-from domain.events import Event, RoomCreated
-from domain.rules import apply, initial_state
-from domain.state import RoomState
+from dune_ledger.domain.events import Event, RoomCreated
+from dune_ledger.domain.rules import apply, initial_state
+from dune_ledger.domain.state import RoomState
 
 GENESIS = "0" * 64
 # What a signature signs, before the hex chain hash: never the same bytes for an

@@ -4,4 +4,4 @@
 # bottom import registers every rules module, and a rules module imported
 # half-way through `custody` (as `views -> gifts -> custody` would) cannot
 # import names from it.
-from domain import rules as _rules  # noqa: E402, F401
+from dune_ledger.domain import rules as _rules  # noqa: E402, F401

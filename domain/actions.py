@@ -28,19 +28,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from domain import commands as c
-from domain.ambassador import ECAZ
-from domain.catalog import CARDS, is_box
-from domain.errors import Rejection
-from domain.gifts import GIVER
-from domain.guild import GUILD
-from domain.nullentropy import candidates
-from domain.responses import KINDS, karama_cards
-from domain.rules import Handler, Tx, admit
-from domain.semuta import free_semuta, takeable
-from domain.semuta import open_window as semuta_window
-from domain.state import RoomState
-from domain.truthtrance import is_truthtrance
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.ambassador import ECAZ
+from dune_ledger.domain.catalog import CARDS, is_box
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.gifts import GIVER
+from dune_ledger.domain.guild import GUILD
+from dune_ledger.domain.nullentropy import candidates
+from dune_ledger.domain.responses import KINDS, karama_cards
+from dune_ledger.domain.rules import Handler, Tx, admit
+from dune_ledger.domain.semuta import free_semuta, takeable
+from dune_ledger.domain.semuta import open_window as semuta_window
+from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.truthtrance import is_truthtrance
 
 Action = dict[str, Any]
 PROFILES: tuple[str, ...] = ("easy", "medium", "hard", "brutal")

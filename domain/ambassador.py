@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import commands as c
-from domain.custody import can_draw, draw_card
-from domain.errors import Rejection
-from domain.events import Event, RngField, rng_public
-from domain.responses import WindowKind, open_window, register
-from domain.rules import Tx, handles
-from domain.state import AmbassadorState, Decision, Receipt, ResponseWindow, RoomState
-from domain.words import faction, place
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.custody import can_draw, draw_card
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import Event, RngField, rng_public
+from dune_ledger.domain.responses import WindowKind, open_window, register
+from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.state import AmbassadorState, Decision, Receipt, ResponseWindow, RoomState
+from dune_ledger.domain.words import faction, place
 
 ECAZ = "ecaz"
 RICHESE = "richese"

@@ -67,7 +67,8 @@ class Card:
 
 
 def _load() -> dict[str, Card]:
-    raw = json.loads(resources.files("domain").joinpath("cards.json").read_text("utf-8"))
+    text = resources.files("dune_ledger.domain").joinpath("cards.json").read_text("utf-8")
+    raw = json.loads(text)
     cards = {}
     for c in raw["cards"]:
         cards[c["id"]] = Card(

@@ -24,8 +24,8 @@ from pydantic import (
     ValidationError,
 )
 
-from domain.catalog import Faction
-from domain.errors import Rejection
+from dune_ledger.domain.catalog import Faction
+from dune_ledger.domain.errors import Rejection
 
 # RULES 8: spice, the Bank, prices, reservations and promises.
 SPICE_MAX = 1_000_000

@@ -8,12 +8,12 @@ defence): the Box settlement path does not go through them.
 
 from __future__ import annotations
 
-from domain import commands as c
-from domain.catalog import CARDS
-from domain.errors import Rejection
-from domain.events import AutopilotSet, CardDiscarded, CardDrawn, DiscardReshuffled
-from domain.rules import Tx, handles
-from domain.state import RoomState
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import AutopilotSet, CardDiscarded, CardDrawn, DiscardReshuffled
+from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.state import RoomState
 
 
 def assert_unlocked(state: RoomState) -> None:
@@ -37,7 +37,7 @@ def draw_card(tx: Tx, seat: str) -> str | None:
         order = tx.shuffle(list(tx.state.discard))
         tx.emit(DiscardReshuffled(order=order, rng=tx.drawn()))
     else:
-        from domain.fairness import shuffle_late  # local: fairness builds on custody
+        from dune_ledger.domain.fairness import shuffle_late  # local: fairness builds on custody
 
         shuffle_late(tx)
     top = tx.state.deck[0]
@@ -50,7 +50,7 @@ def discard_card(tx: Tx, seat: str, card_id: str) -> None:
     discarded = tx.next_event_id()
     tx.emit(CardDiscarded(seat=seat, card=card_id))
     # RULES 3.6: a single-seat discard gives other Semuta holders a window.
-    from domain.semuta import after_discard  # local: semuta builds on custody
+    from dune_ledger.domain.semuta import after_discard  # local: semuta builds on custody
 
     after_discard(tx, seat, [card_id], discarded)
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import commands as c
-from domain.catalog import CARDS
-from domain.custody import check_own_card, discard_card
-from domain.errors import Rejection
-from domain.events import Event
-from domain.rules import Tx, handles
-from domain.state import RoomState
-from domain.words import card, faction
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.custody import check_own_card, discard_card
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import Event
+from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.words import card, faction
 
 
 def is_distrans(card_id: str) -> bool:

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.catalog import is_box as _is_box
-from domain.state import Control, RoomState, Search
-from domain.words import card, faction
+from dune_ledger.domain.catalog import is_box as _is_box
+from dune_ledger.domain.state import Control, RoomState, Search
+from dune_ledger.domain.words import card, faction
 
 EVENT_TYPES: dict[str, type[Event]] = {}
 # The four slots of every pydantic model, set through their descriptors: an
@@ -139,7 +139,7 @@ class RoomCreated(Event):
 
 
 def _public_commitment(fairness: dict[str, Any]) -> dict[str, Any]:
-    from domain.randomness import ALGORITHM  # local: events stay the bottom layer
+    from dune_ledger.domain.randomness import ALGORITHM  # local: events stay the bottom layer
 
     return {"mode": "committed", "algorithm": ALGORITHM,
             "commitment": fairness["commitment"]}
@@ -265,7 +265,7 @@ class SearchOpened(Event):
     parent: dict[str, Any]  # the exact control the search suspends
 
     def apply(self, state: RoomState) -> None:
-        from domain.state import Decision  # local: keeps the import list short
+        from dune_ledger.domain.state import Decision  # local: keeps the import list short
 
         # Any card of the pile but a Box may leave it unseen (derived, not stored).
         seen = set(state.pile_unseen)

@@ -15,13 +15,13 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from domain import commands as c
-from domain import rules
-from domain.errors import Rejection
-from domain.events import Event, RngField, rng_public
-from domain.randomness import ALGORITHM, Derived, Randomness, commitment, mix
-from domain.rules import SYSTEM_COMMANDS, Tx, handles
-from domain.state import Fairness, RoomState
+from dune_ledger.domain import commands as c
+from dune_ledger.domain import rules
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import Event, RngField, rng_public
+from dune_ledger.domain.randomness import ALGORITHM, Derived, Randomness, commitment, mix
+from dune_ledger.domain.rules import SYSTEM_COMMANDS, Tx, handles
+from dune_ledger.domain.state import Fairness, RoomState
 
 
 def committed(seats: list[str], secret: bytes) -> Fairness:
@@ -180,14 +180,16 @@ def outcome(event: Event, before: RoomState | None) -> tuple[list[str], list[str
     """For an event carrying a derived outcome: the list it must have shuffled (by the
     state before it; None before the first event), what it recorded, and whether that is
     a sample (a prefix of the shuffle) rather than the whole shuffle. None: no outcome."""
-    from domain.ambassador import AmbassadorCohortDrawn  # local: ambassador builds on rules
-    from domain.events import DiscardReshuffled, PileShuffled, RoomCreated
+    from dune_ledger.domain.ambassador import (
+        AmbassadorCohortDrawn,  # local: ambassador builds on rules
+    )
+    from dune_ledger.domain.events import DiscardReshuffled, PileShuffled, RoomCreated
 
     rng = getattr(event, "rng", None)
     if rng is None:
         return None
     if isinstance(event, RoomCreated):
-        from domain.ambassador import TOKENS
+        from dune_ledger.domain.ambassador import TOKENS
 
         amb = event.state.get("ambassadors") or {}
         drawn = list(amb.get("cohort", []))

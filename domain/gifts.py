@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import commands as c
-from domain.catalog import CARDS
-from domain.custody import check_own_card
-from domain.errors import Rejection
-from domain.events import Event
-from domain.responses import WindowKind, register
-from domain.rules import Tx, handles
-from domain.state import ResponseWindow, RoomState
-from domain.words import faction
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.custody import check_own_card
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import Event
+from dune_ledger.domain.responses import WindowKind, register
+from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.state import ResponseWindow, RoomState
+from dune_ledger.domain.words import faction
 
 GIVER = "richese"
 KIND = "gift"

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import commands as c
-from domain.errors import Rejection
-from domain.events import Event
-from domain.rules import Tx, handles
-from domain.state import RoomState, ShippingCost
-from domain.words import card, faction
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import Event
+from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.state import RoomState, ShippingCost
+from dune_ledger.domain.words import card, faction
 
 GUILD = "guild"
 

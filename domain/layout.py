@@ -15,12 +15,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from domain.catalog import CARDS, EXPANSIONS, Expansion, Faction, room_cards
-from domain.commands import COUNT_MAX, Amount, CardId, Count, describe_errors
-from domain.errors import LayoutError
-from domain.events import RoomCreated
-from domain.randomness import Randomness
-from domain.state import (
+from dune_ledger.domain.catalog import CARDS, EXPANSIONS, Expansion, Faction, room_cards
+from dune_ledger.domain.commands import COUNT_MAX, Amount, CardId, Count, describe_errors
+from dune_ledger.domain.errors import LayoutError
+from dune_ledger.domain.events import RoomCreated
+from dune_ledger.domain.randomness import Randomness
+from dune_ledger.domain.state import (
     AmbassadorState,
     Commitment,
     Control,
@@ -222,7 +222,7 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
     A committed layout needs the room's `secret` (32 bytes from the operating
     system): its deck stays unshuffled until the first draw, and its one draw here
     (a cohort) is derived at version 1 (RULES 9); `randomness` is then not used."""
-    from domain import fairness  # local: the fairness rules import the rules core
+    from dune_ledger.domain import fairness  # local: the fairness rules import the rules core
 
     commit = None
     if committed_layout(layout):
@@ -316,7 +316,7 @@ def _cards_agree(layout: Layout, known: set[str]) -> None:
       unclaimed cost out of the pile, and the Guild's stop then refunds nothing
       (domain/guild.py), so a cost card outside the pile contradicts nothing.
     """
-    from domain.nullentropy import FEE  # local: the Box rules import the rules core
+    from dune_ledger.domain.nullentropy import FEE  # local: the Box rules import the rules core
 
     problems: list[str] = []
     not_cache = sorted(cid for cid in layout.richese_cache or []
@@ -357,7 +357,7 @@ def _cards_agree(layout: Layout, known: set[str]) -> None:
 def _ambassadors(layout: Layout, randomness: Randomness) -> AmbassadorState | None:
     """Validate Ecaz's tokens (RULES 4): required exactly when Ecaz is seated."""
     # Local: the ambassador rules import the rules core, which a layout must not need first.
-    from domain.ambassador import BG, COHORT_SIZE, ECAZ, TOKENS
+    from dune_ledger.domain.ambassador import BG, COHORT_SIZE, ECAZ, TOKENS
 
     amb = layout.ambassadors
     ecaz = any(s.faction == ECAZ for s in layout.seats)

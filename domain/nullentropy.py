@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from domain import commands as c
-from domain import guild, semuta
-from domain.catalog import CARDS, card, is_box
-from domain.custody import check_own_card
-from domain.errors import Rejection
-from domain.events import (
+from dune_ledger.domain import commands as c
+from dune_ledger.domain import guild, semuta
+from dune_ledger.domain.catalog import CARDS, card, is_box
+from dune_ledger.domain.custody import check_own_card
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import (
     BoxDiscarded,
     CardRetrieved,
     FeePaid,
@@ -24,8 +24,8 @@ from domain.events import (
     SearchClosed,
     SearchOpened,
 )
-from domain.rules import Tx, handles
-from domain.state import RoomState, Search
+from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.state import RoomState, Search
 
 FEE = 2
 

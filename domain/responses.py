@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from domain import commands as c
-from domain.catalog import CARDS
-from domain.custody import check_own_card, discard_card, offered_card
-from domain.errors import Rejection
-from domain.events import DeadlineSinceV2, Event
-from domain.randomness import Randomness
-from domain.rules import SYSTEM, SYSTEM_COMMANDS, Tx, continuation, decide, handles
-from domain.state import ResponseWindow, RoomState
-from domain.words import card, faction, window
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.custody import check_own_card, discard_card, offered_card
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import DeadlineSinceV2, Event
+from dune_ledger.domain.randomness import Randomness
+from dune_ledger.domain.rules import SYSTEM, SYSTEM_COMMANDS, Tx, continuation, decide, handles
+from dune_ledger.domain.state import ResponseWindow, RoomState
+from dune_ledger.domain.words import card, faction, window
 
 # cancelled_by: the seat that cancelled the advantage, or None when allowed
 Resolve = Callable[[Tx, ResponseWindow, str | None], None]

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from domain import commands as c
-from domain.errors import Rejection
-from domain.events import Event, RoomCreated
-from domain.randomness import Randomness
-from domain.state import RoomState
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import Event, RoomCreated
+from dune_ledger.domain.randomness import Randomness
+from dune_ledger.domain.state import RoomState
 
 C = TypeVar("C", bound=c.Command)
 Handler = Callable[["Tx", str, Any], None]
@@ -172,7 +172,7 @@ def replay(events: Iterable[Event]) -> RoomState:
 
 
 # The rules modules register their handlers on import.
-from domain import (  # noqa: E402, F401
+from dune_ledger.domain import (  # noqa: E402, F401
     ambassador,
     custody,
     distrans,

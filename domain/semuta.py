@@ -32,15 +32,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import commands as c
-from domain.catalog import CARDS
-from domain.custody import check_own_card, discard_card
-from domain.errors import Rejection
-from domain.events import DeadlineSinceV2, Event
-from domain.responses import WindowKind, holding_cards, register
-from domain.rules import Tx, continuation, handles
-from domain.state import ResponseWindow, RoomState
-from domain.words import card, faction
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.custody import check_own_card, discard_card
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import DeadlineSinceV2, Event
+from dune_ledger.domain.responses import WindowKind, holding_cards, register
+from dune_ledger.domain.rules import Tx, continuation, handles
+from dune_ledger.domain.state import ResponseWindow, RoomState
+from dune_ledger.domain.words import card, faction
 
 KIND = "semuta"
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.catalog import Faction, hand_limit
+from dune_ledger.domain.catalog import Faction, hand_limit
 
 Mode = Literal["basic", "advanced"]
 Profile = Literal["easy", "medium", "hard", "brutal"]

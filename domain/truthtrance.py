@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import commands as c
-from domain import words
-from domain.catalog import CARDS, card
-from domain.custody import check_own_card, discard_card
-from domain.errors import Rejection
-from domain.events import Event
-from domain.nullentropy import FEE
-from domain.rules import GATES, Tx, handles
-from domain.state import Reservation, RoomState
-from domain.words import faction
+from dune_ledger.domain import commands as c
+from dune_ledger.domain import words
+from dune_ledger.domain.catalog import CARDS, card
+from dune_ledger.domain.custody import check_own_card, discard_card
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import Event
+from dune_ledger.domain.nullentropy import FEE
+from dune_ledger.domain.rules import GATES, Tx, handles
+from dune_ledger.domain.state import Reservation, RoomState
+from dune_ledger.domain.words import faction
 
 REASON = "truthtrance"
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from domain import fairness, words
-from domain.actions import actions
-from domain.ambassador import PRICE
-from domain.catalog import CARDS
-from domain.errors import Rejection
-from domain.events import Event
-from domain.gifts import offer_of, offered_to
-from domain.nullentropy import FEE, candidates, check_begin, full_hand_exchange
-from domain.responses import KINDS, waiting
-from domain.semuta import semuta_view
-from domain.state import Decision, ResponseWindow, RoomState
+from dune_ledger.domain import fairness, words
+from dune_ledger.domain.actions import actions
+from dune_ledger.domain.ambassador import PRICE
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import Event
+from dune_ledger.domain.gifts import offer_of, offered_to
+from dune_ledger.domain.nullentropy import FEE, candidates, check_begin, full_hand_exchange
+from dune_ledger.domain.responses import KINDS, waiting
+from dune_ledger.domain.semuta import semuta_view
+from dune_ledger.domain.state import Decision, ResponseWindow, RoomState
 
 FULL_HAND_NOTICE = (
     "Your hand is at its limit: the Box leaves as the card you take arrives "

@@ -3,7 +3,7 @@ names, for the public log (each event's `text()`) and the text of the views."""
 
 from __future__ import annotations
 
-from domain.catalog import CARDS
+from dune_ledger.domain.catalog import CARDS
 
 FACTIONS = {
     "atreides": "Atreides", "harkonnen": "Harkonnen", "emperor": "Emperor",

@@ -23,11 +23,11 @@ from typing import Any, NoReturn
 
 import orjson
 
-from domain.catalog import EXPANSIONS, FACTIONS, room_cards
-from domain.errors import LayoutError, Rejection
-from infrastructure import observability, strict_json
-from infrastructure.storage import DEFAULT_URL, UsageError, open_rooms
-from projections.store import ReadModelsTooNew
+from dune_ledger.domain.catalog import EXPANSIONS, FACTIONS, room_cards
+from dune_ledger.domain.errors import LayoutError, Rejection
+from dune_ledger.infrastructure import observability, strict_json
+from dune_ledger.infrastructure.storage import DEFAULT_URL, UsageError, open_rooms
+from dune_ledger.projections.store import ReadModelsTooNew
 
 PROG = "dune-ledger"
 
@@ -78,10 +78,10 @@ def store_url(args: argparse.Namespace, default: str = DEFAULT_URL) -> str:
 def check_settings() -> None:
     """Every DUNE_LEDGER_* setting read later, checked now: a bad one is a usage error
     with what to set instead, never a traceback from deep inside a command."""
-    from application.autopilot import configured_pace
-    from application.rooms import ROOM_CACHE_ENV, room_cache_size
-    from infrastructure.watch import configured_streams_per_client
-    from projections.read_models import configured_cache
+    from dune_ledger.application.autopilot import configured_pace
+    from dune_ledger.application.rooms import ROOM_CACHE_ENV, room_cache_size
+    from dune_ledger.infrastructure.watch import configured_streams_per_client
+    from dune_ledger.projections.read_models import configured_cache
 
     def whole(name: str, least: int = 0) -> None:
         raw = os.environ.get(name, "").strip()
@@ -188,7 +188,7 @@ def at_least_one(text: str) -> int:
 
 
 def public_key(text: str) -> str:
-    from infrastructure.transfer import valid_public_key
+    from dune_ledger.infrastructure.transfer import valid_public_key
 
     if not valid_public_key(text):
         raise argparse.ArgumentTypeError("an Ed25519 public key as `dune-ledger keys show` "
@@ -296,7 +296,7 @@ def cmd_room_end(args: argparse.Namespace) -> int:
 
 
 def cmd_room_transcript(args: argparse.Namespace) -> int:
-    from infrastructure.verify import transcript
+    from dune_ledger.infrastructure.verify import transcript
 
     with rooms(args) as app:
         try:
@@ -311,8 +311,8 @@ def cmd_room_transcript(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from infrastructure.keys import KeyFileError, public_key_info
-    from infrastructure.verify import TranscriptError, public_key, verify
+    from dune_ledger.infrastructure.keys import KeyFileError, public_key_info
+    from dune_ledger.infrastructure.verify import TranscriptError, public_key, verify
 
     data = read_input(args.file, "transcript")
     try:
@@ -336,7 +336,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from application.audit import audit_room
+    from dune_ledger.application.audit import audit_room
 
     if bool(args.room) == bool(args.all):
         raise Exit(2, "give a ROOM or --all (see dune-ledger audit --help)")
@@ -370,7 +370,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from infrastructure.transfer import export_rooms
+    from dune_ledger.infrastructure.transfer import export_rooms
 
     if bool(args.room) == bool(args.all):
         raise Exit(2, "give ROOM(s) or --all (see dune-ledger export --help)")
@@ -394,7 +394,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from infrastructure.transfer import ImportRefused, import_rooms, parse_export
+    from dune_ledger.infrastructure.transfer import ImportRefused, import_rooms, parse_export
 
     data = read_input(args.file, "export file")
     try:
@@ -413,7 +413,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from infrastructure.worker import run_worker
+    from dune_ledger.infrastructure.worker import run_worker
 
     url = store_url(args)
     # The worker opens (and, when the store goes away, reopens) the store itself.
@@ -425,7 +425,7 @@ def cmd_projections_rebuild(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from projections import ReadModels
+    from dune_ledger.projections import ReadModels
 
     with rooms(args) as app:
         models = app.read_models
@@ -446,8 +446,8 @@ def cmd_projections_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from infrastructure.http import serve
-    from infrastructure.storage import environment
+    from dune_ledger.infrastructure.http import serve
+    from dune_ledger.infrastructure.storage import environment
 
     url = store_url(args)
     if args.workers > 1 and url.startswith("memory:"):
@@ -481,7 +481,7 @@ def check_listen(host: str, port: int) -> None:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from infrastructure.keys import KeyFileError, init_key_file, public_key_info
+    from dune_ledger.infrastructure.keys import KeyFileError, init_key_file, public_key_info
 
     try:
         if args.keys_cmd == "init":
@@ -494,8 +494,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from infrastructure.demo import DEMO_URL
-    from infrastructure.page import serve_table
+    from dune_ledger.infrastructure.demo import DEMO_URL
+    from dune_ledger.infrastructure.page import serve_table
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         raise Exit(2, "the demo table serves only on a loopback address (127.0.0.1, ::1)")
@@ -504,7 +504,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from infrastructure.demo import DEMO_URL, DemoRefused, play_demo, print_summary
+    from dune_ledger.infrastructure.demo import DEMO_URL, DemoRefused, play_demo, print_summary
 
     url = args.db or DEMO_URL  # never the operator's own rooms, unless --db says so
     with rooms(args, DEMO_URL) as app:
@@ -551,8 +551,8 @@ def examples(*lines: str) -> str:
 
 def command_types() -> str:
     """Every command type and its fields, from the command models themselves."""
-    from domain.commands import Command
-    from domain.rules import SYSTEM_COMMANDS
+    from dune_ledger.domain.commands import Command
+    from dune_ledger.domain.rules import SYSTEM_COMMANDS
 
     common = set(Command.model_fields)
     lines = []

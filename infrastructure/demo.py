@@ -15,8 +15,8 @@ from typing import Any, TextIO
 
 import orjson
 
-from application.audit import audit_room
-from application.rooms import RoomsApp
+from dune_ledger.application.audit import audit_room
+from dune_ledger.application.rooms import RoomsApp
 
 # The demo's rooms go to a file of their own, not to the rooms of `dune-ledger.db`.
 DEMO_URL = "sqlite:///dune-ledger-demo.db"

@@ -41,16 +41,21 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from application.rooms import RoomsApp, token_hash
-from domain.commands import AnyCommand, describe_errors
-from domain.errors import LayoutError, Rejection
-from domain.layout import Layout
-from infrastructure import http_models as m
-from infrastructure import observability
-from infrastructure.page import router as page_router
-from infrastructure.storage import UsageError
-from infrastructure.strict_json import JSONInputError, loads
-from infrastructure.watch import PUBLIC, RoomWatch, canonical, configured_streams_per_client
+from dune_ledger.application.rooms import RoomsApp, token_hash
+from dune_ledger.domain.commands import AnyCommand, describe_errors
+from dune_ledger.domain.errors import LayoutError, Rejection
+from dune_ledger.domain.layout import Layout
+from dune_ledger.infrastructure import http_models as m
+from dune_ledger.infrastructure import observability
+from dune_ledger.infrastructure.page import router as page_router
+from dune_ledger.infrastructure.storage import UsageError
+from dune_ledger.infrastructure.strict_json import JSONInputError, loads
+from dune_ledger.infrastructure.watch import (
+    PUBLIC,
+    RoomWatch,
+    canonical,
+    configured_streams_per_client,
+)
 
 log = logging.getLogger("dune_ledger.http")
 
@@ -603,7 +608,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     @api.get("/keys", summary="the public signing key", response_model=m.PublicKey,
              responses={503: errors[503]})
     async def keys() -> Response:
-        from infrastructure.keys import public_key_info
+        from dune_ledger.infrastructure.keys import public_key_info
 
         # The key this app signs with (its key file), as `keys show` prints it.
         path = getattr(app().signer, "path", None)
@@ -802,7 +807,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
              response_model=m.AuditReport, responses=errors,
              openapi_extra={"security": OPERATOR})
     async def get_audit(room: str, request: Request) -> Response:
-        from application.audit import audit_room
+        from dune_ledger.application.audit import audit_room
 
         await operator(request, room)
         try:
@@ -839,7 +844,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
                      "{room, version, type, payload, prev, hash, sig}"}}}}},
              openapi_extra={"security": [*SEAT, {"spectatorToken": []}, *OPERATOR]})
     async def get_transcript(room: str, request: Request) -> Response:
-        from infrastructure.verify import transcript
+        from dune_ledger.infrastructure.verify import transcript
 
         if not (admin_token and is_admin(bearer(request))):
             await seat_or_spectator(request, room)
@@ -885,8 +890,8 @@ def etags(header: str) -> set[str]:
 
 def app_from_env() -> FastAPI:
     """For `uvicorn --factory` and `dune-ledger serve --workers N`: storage from DUNE_LEDGER_DB."""
-    from infrastructure import observability
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure import observability
+    from dune_ledger.infrastructure.storage import open_rooms
 
     # A worker process of its own: its logs as the CLI's `serve` would set them.
     observability.configure_logging(default_level="INFO")
@@ -944,8 +949,8 @@ def serve(url: str | None, host: str, port: int, workers: int = 1, *,
     (a UsageError) when the store does not answer."""
     import uvicorn
 
-    from infrastructure.storage import open_rooms
-    from infrastructure.worker import Background
+    from dune_ledger.infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.worker import Background
 
     check_host(host)
     # A dead store answers 503 within 2 s: a pooled connection is waited for, and a
@@ -971,7 +976,7 @@ def serve(url: str | None, host: str, port: int, workers: int = 1, *,
             rooms.close()
             if url:
                 os.environ["DUNE_LEDGER_DB"] = url
-            uvicorn.run("infrastructure.http:app_from_env", factory=True, host=host,
+            uvicorn.run("dune_ledger.infrastructure.http:app_from_env", factory=True, host=host,
                         port=port, workers=workers)
             return
         uvicorn.run(create_app(rooms), host=host, port=port)

@@ -23,7 +23,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from domain.words import FACTIONS
+from dune_ledger.domain.words import FACTIONS
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -140,10 +140,10 @@ def serve_table(url: str | None, host: str, port: int) -> int:
     """Create the demo room, print its page addresses and seat tokens, and serve it."""
     import uvicorn
 
-    from infrastructure.demo import BOX_LAYOUT
-    from infrastructure.http import create_app
-    from infrastructure.storage import open_rooms
-    from infrastructure.worker import Background
+    from dune_ledger.infrastructure.demo import BOX_LAYOUT
+    from dune_ledger.infrastructure.http import create_app
+    from dune_ledger.infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.worker import Background
 
     with open_rooms(url) as rooms:
         created = rooms.create_room(BOX_LAYOUT)

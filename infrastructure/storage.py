@@ -22,11 +22,11 @@ import orjson
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import strtobool
 
-from application.rooms import RandomnessFactory, RoomsApp
-from application.stream import Recorded, RoomSnapshot, Undecodable, signed, unsigned
-from domain.events import EVENT_TYPES
-from infrastructure import observability, randomness
-from projections import open_read_models
+from dune_ledger.application.rooms import RandomnessFactory, RoomsApp
+from dune_ledger.application.stream import Recorded, RoomSnapshot, Undecodable, signed, unsigned
+from dune_ledger.domain.events import EVENT_TYPES
+from dune_ledger.infrastructure import observability, randomness
+from dune_ledger.projections import open_read_models
 
 DEFAULT_URL = "sqlite:///dune-ledger.db"
 
@@ -210,7 +210,7 @@ def postgres_pool_settings() -> dict[str, str]:
 
 
 # The PostgreSQL factory: the library's, with the URL's query parameters for libpq.
-POSTGRES_FACTORY = "infrastructure.postgres:RoomsPostgresFactory"
+POSTGRES_FACTORY = "dune_ledger.infrastructure.postgres:RoomsPostgresFactory"
 LIBPQ_ENV = "DUNE_LEDGER_PG_LIBPQ"  # the URL's query, as libpq keywords (urlencoded)
 URL_KEYWORDS = ("dbname", "host", "port", "user", "password")  # the URL itself names them
 
@@ -290,8 +290,8 @@ def first_use_lock(env: dict[str, str]) -> Iterator[None]:
 def environment(url: str) -> dict[str, str]:
     """The eventsourcing environment for a storage URL."""
     env = {
-        "MAPPER_TOPIC": "infrastructure.storage:RoomMapper",
-        "TRANSCODER_TOPIC": "infrastructure.storage:OrjsonTranscoder",
+        "MAPPER_TOPIC": "dune_ledger.infrastructure.storage:RoomMapper",
+        "TRANSCODER_TOPIC": "dune_ledger.infrastructure.storage:OrjsonTranscoder",
     }
     parsed = urlparse(url)
     if parsed.scheme == "memory":
@@ -303,7 +303,7 @@ def environment(url: str) -> dict[str, str]:
         if not path:
             raise UsageError(f"no file in '{url}': use sqlite:///PATH")
         env["PERSISTENCE_MODULE"] = "eventsourcing.sqlite"
-        env["APPLICATION_RECORDER_TOPIC"] = "infrastructure.sqlite:RoomsSQLiteRecorder"
+        env["APPLICATION_RECORDER_TOPIC"] = "dune_ledger.infrastructure.sqlite:RoomsSQLiteRecorder"
         env["SQLITE_DBNAME"] = path
         env["SQLITE_LOCK_TIMEOUT"] = os.environ.get("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", "10")
     elif parsed.scheme in ("postgresql", "postgres"):
@@ -315,7 +315,7 @@ def environment(url: str) -> dict[str, str]:
         # The library's own variable, when set, names another recorder (benchmarks
         # compare locking schemes with it); it must be a RoomsRecorder or the library's.
         env["APPLICATION_RECORDER_TOPIC"] = (os.environ.get("APPLICATION_RECORDER_TOPIC")
-                                             or "infrastructure.postgres:RoomsRecorder")
+                                             or "dune_ledger.infrastructure.postgres:RoomsRecorder")
         env["POSTGRES_DBNAME"] = parsed.path.strip("/")
         env["POSTGRES_HOST"] = hosts
         env["POSTGRES_PORT"] = ports
@@ -334,7 +334,7 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
     """The rooms application on the storage of `url`, signing with the key file
     (`key_file`, else $DUNE_LEDGER_KEY_FILE, else `dune-ledger.key`: created on the
     first write when missing) and, when it holds a cipher key, encrypting at rest."""
-    from infrastructure.keys import Keys  # it names its errors after ours
+    from dune_ledger.infrastructure.keys import Keys  # it names its errors after ours
 
     url = url or os.environ.get("DUNE_LEDGER_DB") or DEFAULT_URL
     env = environment(url)

@@ -42,9 +42,9 @@ from uuid import UUID
 
 import orjson
 
-from application.audit import audit_records
-from application.rooms import RoomsApp, room_uuid
-from application.stream import (
+from dune_ledger.application.audit import audit_records
+from dune_ledger.application.rooms import RoomsApp, room_uuid
+from dune_ledger.application.stream import (
     Chain,
     Damaged,
     Recorded,
@@ -54,9 +54,9 @@ from application.stream import (
     signed,
     unsigned,
 )
-from domain.errors import Rejection
-from domain.events import RoomCreated
-from infrastructure import strict_json
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import RoomCreated
+from dune_ledger.infrastructure import strict_json
 
 FIELDS = ("room", "version", "type", "payload", "prev", "hash", "sig")
 EARLIER_FIELDS = ("room", "version", "type", "payload", "hash")

@@ -38,15 +38,15 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-import application.stream  # noqa: F401  (registers SeatTokenReissued, a stored event type)
-from application.rooms import RoomsApp
-from domain import fairness
-from domain.errors import Rejection
-from domain.events import EVENT_TYPES, CardDrawn, Event, RoomCreated
-from domain.randomness import commitment, derived_shuffle, mix, words
-from domain.rules import apply, initial_state
-from domain.state import RoomState
-from infrastructure import strict_json
+import dune_ledger.application.stream  # noqa: F401  (registers SeatTokenReissued, a stored event type)
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.domain import fairness
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import EVENT_TYPES, CardDrawn, Event, RoomCreated
+from dune_ledger.domain.randomness import commitment, derived_shuffle, mix, words
+from dune_ledger.domain.rules import apply, initial_state
+from dune_ledger.domain.state import RoomState
+from dune_ledger.infrastructure import strict_json
 
 GENESIS = "0" * 64
 APPEND = b"dune-ledger:append:"
@@ -62,7 +62,7 @@ class TranscriptError(ValueError):
 
 def transcript(app: RoomsApp, room_id: str) -> Iterable[bytes]:
     """An ended room's transcript: its export lines. `room_not_ended` before the end."""
-    from infrastructure.transfer import export_lines  # the one export format
+    from dune_ledger.infrastructure.transfer import export_lines  # the one export format
 
     room = app.current(room_id)
     app.kept.keep(room)
@@ -308,8 +308,8 @@ def _seats(event: Event) -> list[str]:
 
 
 def _outcome_types() -> tuple[type[Event], ...]:
-    from domain.ambassador import AmbassadorCohortDrawn
-    from domain.events import DiscardReshuffled, PileShuffled
+    from dune_ledger.domain.ambassador import AmbassadorCohortDrawn
+    from dune_ledger.domain.events import DiscardReshuffled, PileShuffled
 
     return (fairness.DeckShuffled, DiscardReshuffled, PileShuffled, AmbassadorCohortDrawn)
 

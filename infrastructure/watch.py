@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from application.rooms import RoomsApp, room_uuid
-from domain.errors import Rejection
-from infrastructure import observability
-from projections.store import PUBLIC
+from dune_ledger.application.rooms import RoomsApp, room_uuid
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.infrastructure import observability
+from dune_ledger.projections.store import PUBLIC
 
 log = logging.getLogger("dune_ledger.watch")
 
@@ -204,7 +204,7 @@ class PgWake:
             # A connection of its own: a LISTEN held for the life of the app would take
             # one of the pool's few for good.
             # The pool's keywords: with a multi-host URL, the same primary as the pool.
-            from infrastructure.postgres import connection_keywords
+            from dune_ledger.infrastructure.postgres import connection_keywords
 
             self.conn = connect(autocommit=True, **connection_keywords(
                 self.recorder.datastore))

@@ -40,10 +40,10 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from application import autopilot
-from application.rooms import RoomsApp
-from projections.follow import can_subscribe, subscription_runner
-from projections.read_models import ReadModels
+from dune_ledger.application import autopilot
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.projections.follow import can_subscribe, subscription_runner
+from dune_ledger.projections.read_models import ReadModels
 
 log = logging.getLogger("dune_ledger.worker")
 
@@ -139,7 +139,7 @@ def is_store_gone(e: BaseException) -> bool:
     import psycopg
     from eventsourcing.persistence import InterfaceError, OperationalError
 
-    from infrastructure.storage import StoreUnavailable
+    from dune_ledger.infrastructure.storage import StoreUnavailable
 
     return isinstance(e, InterfaceError | OperationalError | psycopg.OperationalError
                       | psycopg.InterfaceError | sqlite3.OperationalError | StoreUnavailable)
@@ -149,7 +149,7 @@ def run_worker(url: str, interval: float, once: bool, *,
                backoff: tuple[float, float] = (BACKOFF_FIRST, BACKOFF_MAX),
                stopping: threading.Event | None = None) -> int:
     """Follow the log of the store at `url` until stopped (SIGTERM, SIGINT)."""
-    from infrastructure.storage import environment, open_rooms
+    from dune_ledger.infrastructure.storage import environment, open_rooms
 
     environment(url)  # a bad URL or setting is a usage error, not something to retry
     stopping = stopping or threading.Event()

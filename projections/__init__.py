@@ -1,5 +1,5 @@
 """Read models: the public log and every seat's view, projected from the event log."""
 
-from projections.read_models import ReadModels, open_read_models
+from dune_ledger.projections.read_models import ReadModels, open_read_models
 
 __all__ = ["ReadModels", "open_read_models"]

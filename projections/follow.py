@@ -19,9 +19,9 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import Tracking, TrackingRecorder
 from eventsourcing.projection import BaseProjectionRunner, Projection
 
-from application.rooms import RoomsApp
-from application.stream import Recorded, Undecodable
-from projections.read_models import ReadModels
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.application.stream import Recorded, Undecodable
+from dune_ledger.projections.read_models import ReadModels
 
 
 class EventLog(Application[UUID]):
@@ -80,6 +80,6 @@ def subscription_runner(app: RoomsApp, models: ReadModels,
 
 
 def can_subscribe(app: RoomsApp) -> bool:
-    from projections.read_models import is_postgres
+    from dune_ledger.projections.read_models import is_postgres
 
     return is_postgres(app)

@@ -20,11 +20,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from domain.catalog import CARDS
-from domain.events import CardRetrieved, Event
-from domain.gifts import offer_of
-from domain.nullentropy import candidates
-from domain.state import RoomState
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.events import CardRetrieved, Event
+from dune_ledger.domain.gifts import offer_of
+from dune_ledger.domain.nullentropy import candidates
+from dune_ledger.domain.state import RoomState
 
 TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # Every byte that cannot be part of a TOKEN (non-ASCII UTF-8 bytes included) as a space.

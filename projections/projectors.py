@@ -16,14 +16,14 @@ from typing import Any
 
 import orjson
 
-from application import autopilot
-from application.stream import Recorded, SeatTokenReissued, Undecodable
-from domain import fairness, views
-from domain.events import RoomCreated
-from domain.rules import apply, initial_state
-from domain.state import RoomState
-from projections import guard
-from projections.store import PUBLIC, Autopilot, Entry, Store, Writes, seats_json
+from dune_ledger.application import autopilot
+from dune_ledger.application.stream import Recorded, SeatTokenReissued, Undecodable
+from dune_ledger.domain import fairness, views
+from dune_ledger.domain.events import RoomCreated
+from dune_ledger.domain.rules import apply, initial_state
+from dune_ledger.domain.state import RoomState
+from dune_ledger.projections import guard
+from dune_ledger.projections.store import PUBLIC, Autopilot, Entry, Store, Writes, seats_json
 
 # The stored event (or a row that cannot be read) and its notification id.
 Item = tuple[Recorded | Undecodable, int]

@@ -21,12 +21,12 @@ from uuid import UUID
 import orjson
 from eventsourcing.utils import strtobool
 
-from application.stream import Recorded, UnauthenticRow, Undecodable
-from domain.errors import Rejection
-from domain.events import RoomCreated
-from domain.rules import apply, initial_state
-from domain.state import RoomState
-from projections.projectors import (
+from dune_ledger.application.stream import Recorded, UnauthenticRow, Undecodable
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import RoomCreated
+from dune_ledger.domain.rules import apply, initial_state
+from dune_ledger.domain.state import RoomState
+from dune_ledger.projections.projectors import (
     Item,
     Projector,
     PublicLog,
@@ -34,7 +34,7 @@ from projections.projectors import (
     public_entry_text,
     render,
 )
-from projections.store import PUBLIC, MemoryStore, SealedRowError, Store
+from dune_ledger.projections.store import PUBLIC, MemoryStore, SealedRowError, Store
 
 BATCH = 500
 # Seconds a catch-up waits for events that committed but have not settled (PostgreSQL).
@@ -559,7 +559,7 @@ def open_read_models(app: Any) -> ReadModels:
     if module == "eventsourcing.sqlite":
         store = _sqlite_store(recorder, create, cipher, key)
     elif is_postgres(app):
-        from projections.store import PostgresStore
+        from dune_ledger.projections.store import PostgresStore
 
         store = PostgresStore(recorder.datastore, create, cipher, key)
     else:
@@ -573,7 +573,7 @@ def open_read_models(app: Any) -> ReadModels:
 def rebuild_after_upgrade(models: ReadModels, found: int) -> None:
     """Tables of another schema version were dropped: project the whole log again,
     saying so, with progress (a tenth at a time)."""
-    from projections.store import READ_MODEL_VERSION
+    from dune_ledger.projections.store import READ_MODEL_VERSION
 
     total = models.behind(0)
     log.warning("read models: schema version %d found, %d expected: rebuilding them from "
@@ -600,7 +600,7 @@ def is_postgres(app: Any) -> bool:
 
 def _sqlite_store(recorder: Any, create: bool, cipher: Any = None,
                   row_key: Any = None) -> Store:
-    from projections.store import SQLiteStore
+    from dune_ledger.projections.store import SQLiteStore
 
     pool = recorder.datastore.pool
     if pool.is_sqlite_memory_mode:

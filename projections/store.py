@@ -61,7 +61,7 @@ from typing import Any
 
 import orjson
 
-from application.stream import UnauthenticRow
+from dune_ledger.application.stream import UnauthenticRow
 
 PUBLIC = "*public*"  # the seat key of the public view: never a faction name
 
@@ -643,7 +643,7 @@ def create_autopilot_index(c: Any, existed: bool, mark: str, sealer: Sealer) -> 
     c.execute(AUTOPILOT_TABLE)
     if existed:
         return
-    from projections.projectors import autopilot_entry  # it renders views: domain code
+    from dune_ledger.projections.projectors import autopilot_entry  # it renders views: domain code
 
     # Only rooms that mention an autopilot profile are parsed (and the encrypted ones).
     c.execute(c_sql("SELECT room AS r, version AS v, state AS s FROM dl_view_rooms "

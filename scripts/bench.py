@@ -71,23 +71,23 @@ AUDIT_PASSES = 3  # each audit figure is the median of this many
 # The code under test: PYTHONPATH first (another worktree), else this checkout.
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-from application.audit import audit_room, state_hash  # noqa: E402
-from application.rooms import RoomsApp  # noqa: E402
-from application.stream import Room, project_room  # noqa: E402
-from domain.catalog import CARDS  # noqa: E402
-from domain.errors import Rejection  # noqa: E402
-from domain.rules import decide  # noqa: E402
-from infrastructure import randomness  # noqa: E402
-from infrastructure.demo import BOX_LAYOUT  # noqa: E402
-from infrastructure.storage import open_rooms  # noqa: E402
-from infrastructure.throwaway import ADMIN_URL  # noqa: E402
+from dune_ledger.application.audit import audit_room, state_hash  # noqa: E402
+from dune_ledger.application.rooms import RoomsApp  # noqa: E402
+from dune_ledger.application.stream import Room, project_room  # noqa: E402
+from dune_ledger.domain.catalog import CARDS  # noqa: E402
+from dune_ledger.domain.errors import Rejection  # noqa: E402
+from dune_ledger.domain.rules import decide  # noqa: E402
+from dune_ledger.infrastructure import randomness  # noqa: E402
+from dune_ledger.infrastructure.demo import BOX_LAYOUT  # noqa: E402
+from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
+from dune_ledger.infrastructure.throwaway import ADMIN_URL  # noqa: E402
 
 try:
-    from domain.commands import parse_command  # noqa: E402
+    from dune_ledger.domain.commands import parse_command  # noqa: E402
 except ImportError:  # pragma: no cover - older trees
     parse_command = None  # type: ignore[assignment]
 
-CODE_ROOT = Path(sys.modules["infrastructure"].__file__ or ".").resolve().parent.parent
+CODE_ROOT = Path(sys.modules["dune_ledger"].__file__ or ".").resolve().parent.parent
 
 SIZES: dict[str, dict[str, Any]] = {
     # A mix of `pairs` searches per process runs about as long as its baseline run
@@ -216,9 +216,9 @@ def long_room(app: RoomsApp, events: int, seed: int) -> str:
 def rooms_with_open_searches(app: RoomsApp, count: int) -> None:
     """`count` rooms, each with a paid Box search still open, saved many rooms at a time."""
     try:
-        from application.rooms import token_hash
-        from domain.layout import build_room, parse_layout
-        from domain.rules import initial_state
+        from dune_ledger.application.rooms import token_hash
+        from dune_ledger.domain.layout import build_room, parse_layout
+        from dune_ledger.domain.rules import initial_state
         fast = True
     except ImportError:  # pragma: no cover - an API moved: one command at a time
         fast = False
@@ -445,8 +445,9 @@ rc = {run}
 with open(sys.argv[1], "w") as out:
     json.dump({{"rc": rc, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}}, out)
 """
-WORKER_MODULES = ("infrastructure.cli", "infrastructure.worker", "infrastructure.storage",
-                  "application.autopilot", "projections.read_models")
+WORKER_MODULES = tuple(f"dune_ledger.{name}" for name in (
+    "infrastructure.cli", "infrastructure.worker", "infrastructure.storage",
+    "application.autopilot", "projections.read_models"))
 
 
 def child_rss(tmp: Path, imports: str, run: str, name: str, timeout: float) -> dict[str, Any]:
@@ -498,7 +499,7 @@ class NoSigning:
 def bench_integrity(storage: str, tmp: Path, size: dict[str, Any]) -> list[dict[str, Any]]:
     """Per command, per load and per audit: signed against unsigned, encrypted against
     plain."""
-    from infrastructure.keys import Keys
+    from dune_ledger.infrastructure.keys import Keys
 
     keys = {"plain": tmp / "plain.key", "cipher": tmp / "cipher.key"}
     for name, path in keys.items():

@@ -28,10 +28,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from domain import views  # noqa: E402
-from infrastructure.storage import open_rooms  # noqa: E402
-from infrastructure.throwaway import throwaway_database  # noqa: E402
-from projections.projectors import render  # noqa: E402
+from dune_ledger.domain import views  # noqa: E402
+from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
+from dune_ledger.infrastructure.throwaway import throwaway_database  # noqa: E402
+from dune_ledger.projections.projectors import render  # noqa: E402
 
 BOX = "nullentropy-box"
 LAYOUT: dict[str, Any] = {

@@ -38,13 +38,13 @@ from uuid import UUID, uuid4
 
 import bench  # the room builder, throwaway databases, the timer (scripts/bench.py)
 
-from application.audit import audit_all, audit_room
-from application.rooms import RoomsApp, token_hash
-from application.stream import Chain, Room
-from domain.layout import build_room, parse_layout
-from domain.rules import initial_state
-from infrastructure import randomness
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_all, audit_room
+from dune_ledger.application.rooms import RoomsApp, token_hash
+from dune_ledger.application.stream import Chain, Room
+from dune_ledger.domain.layout import build_room, parse_layout
+from dune_ledger.domain.rules import initial_state
+from dune_ledger.infrastructure import randomness
+from dune_ledger.infrastructure.storage import open_rooms
 
 ROOMS_PER_SAVE = 250
 

@@ -30,14 +30,14 @@ import tempfile
 import time
 from typing import Any
 
-from infrastructure.throwaway import throwaway_database
+from dune_ledger.infrastructure.throwaway import throwaway_database
 
 CTX = mp.get_context("spawn")
 
 
 def measure(url: str, mode: str, ticks: int, out: Any) -> None:
-    from application import autopilot
-    from infrastructure.storage import open_rooms
+    from dune_ledger.application import autopilot
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(url)
     assert app.read_models is not None
@@ -66,8 +66,8 @@ def measure(url: str, mode: str, ticks: int, out: Any) -> None:
 
 
 def populate(url: str, rooms: int, with_autopilot: int, due: int) -> None:
-    from infrastructure.demo import BOX_LAYOUT
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.demo import BOX_LAYOUT
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(url)
     every = max(1, rooms // max(1, with_autopilot + due))

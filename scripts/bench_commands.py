@@ -30,7 +30,7 @@ from typing import Any
 
 import benchcommon
 
-from infrastructure.throwaway import throwaway_database
+from dune_ledger.infrastructure.throwaway import throwaway_database
 
 LAYOUT: dict[str, Any] = {
     "expansions": ["choam_richese"], "turn": 2, "phase": 6,
@@ -50,7 +50,7 @@ CTX = mp.get_context("spawn")
 
 
 def searcher(url: str, rooms: list[str], barrier: Any, out: Any) -> None:
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(url)
     app.load(rooms[0])  # connections and imports warm before the clock starts
@@ -70,7 +70,7 @@ def searcher(url: str, rooms: list[str], barrier: Any, out: Any) -> None:
 
 
 def run_mix(url: str, procs: int, pairs: int) -> dict[str, float]:
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(url)
     rooms = [app.create_room(LAYOUT)["room"] for _ in range(procs * pairs)]
@@ -146,7 +146,7 @@ def sqlite_inserts(path: str, procs: int, seconds: float) -> tuple[float, str]:
 
 def library_synchronous(url: str) -> str:
     """The synchronous setting the library's SQLite connections actually run with."""
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(url)
     try:

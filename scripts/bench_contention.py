@@ -26,7 +26,7 @@ import tempfile
 import time
 from typing import Any
 
-from infrastructure.throwaway import throwaway_database
+from dune_ledger.infrastructure.throwaway import throwaway_database
 
 CTX = mp.get_context("spawn")
 LAYOUT: dict[str, Any] = {
@@ -38,10 +38,10 @@ LAYOUT: dict[str, Any] = {
 
 def player(url: str, room: str, seat: str, pause: float, seconds: float, barrier: Any,
            out: Any) -> None:
-    import application.rooms
-    from infrastructure.storage import open_rooms
+    from dune_ledger.application import rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
-    application.rooms.RETRY_PAUSE = pause
+    rooms.RETRY_PAUSE = pause
     counts = {"ok": 0, "busy": 0, "refused": 0}
     with open_rooms(url) as app:
         app.load(room)  # connections and imports warm before the clock starts
@@ -59,7 +59,7 @@ def player(url: str, room: str, seat: str, pause: float, seconds: float, barrier
 
 
 def run(url: str, pause: float, seconds: float) -> dict[str, float]:
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     with open_rooms(url) as app:
         room = str(app.create_room(LAYOUT)["room"])
@@ -79,11 +79,11 @@ def run(url: str, pause: float, seconds: float) -> dict[str, float]:
 
 
 def measure(url: str, seconds: float, rounds: int) -> dict[str, dict[str, float]]:
-    import application.rooms
+    from dune_ledger.application import rooms
 
     runs: dict[str, list[dict[str, float]]] = {"pause": [], "no pause": []}
     for _ in range(rounds):  # in turn: the machine's speed drifts
-        runs["pause"].append(run(url, application.rooms.RETRY_PAUSE, seconds))
+        runs["pause"].append(run(url, rooms.RETRY_PAUSE, seconds))
         runs["no pause"].append(run(url, 0.0, seconds))
     return {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
             for name, rs in runs.items()}

@@ -32,8 +32,8 @@ from uuid import UUID
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infrastructure.keys import init_key_file  # noqa: E402
-from infrastructure.storage import open_rooms  # noqa: E402
+from dune_ledger.infrastructure.keys import init_key_file  # noqa: E402
+from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
 from tests.support import layout  # noqa: E402
 
 
@@ -68,8 +68,8 @@ def lockstep(app: Any, layouts: dict[str, dict[str, Any]], commands: int,
 def shuffle_cost(clock: Any, times: int = 2000) -> dict[str, float]:
     """Microseconds to make one command's port and shuffle a 45-card deck with it: the
     seeded source (infrastructure/randomness.for_room) against the derived one."""
-    from domain.fairness import committed, derived
-    from infrastructure.randomness import for_room
+    from dune_ledger.domain.fairness import committed, derived
+    from dune_ledger.infrastructure.randomness import for_room
 
     deck = [f"card-{i}" for i in range(45)]
     f = committed(["emperor", "harkonnen", "richese"], bytes(32))

@@ -43,7 +43,7 @@ import orjson
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchcommon  # noqa: E402
 
-from infrastructure.demo import BOX_LAYOUT  # noqa: E402
+from dune_ledger.infrastructure.demo import BOX_LAYOUT  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SEAT = "emperor"
@@ -59,7 +59,7 @@ def free_port() -> int:
 def serving(url: str, env: dict[str, str], key: Path) -> Iterator[int]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infrastructure.cli", "--db", url, "serve",
+        [sys.executable, "-m", "dune_ledger", "--db", url, "serve",
          "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT, env={**os.environ, "DUNE_LEDGER_KEY_FILE": str(key), **env},
         stdout=subprocess.DEVNULL,

@@ -90,7 +90,7 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
     env.setdefault("DUNE_LEDGER_KEY_FILE", str(work / "bench.key"))
     server = subprocess.Popen(
-        [sys.executable, "-m", "infrastructure.cli", "--db", f"sqlite:///{work / 'rooms.db'}",
+        [sys.executable, "-m", "dune_ledger", "--db", f"sqlite:///{work / 'rooms.db'}",
          "serve", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

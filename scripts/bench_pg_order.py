@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchcommon  # noqa: E402
 
-from infrastructure.throwaway import ADMIN_URL, throwaway_database  # noqa: E402
+from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database  # noqa: E402
 
 CTX = mp.get_context("spawn")
 PAYLOAD = "x" * 400  # about the size of a stored event
@@ -84,7 +84,7 @@ def append_script(recorder: Any) -> str:
 def pgbench_part(clients: list[int], seconds: float) -> list[dict[str, Any]]:
     import psycopg
 
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     rows = []
     with throwaway_database(ADMIN_URL, "dl_bench_order") as url:
@@ -116,7 +116,7 @@ def pgbench_part(clients: list[int], seconds: float) -> list[dict[str, Any]]:
 def writer(url: str, quota: int, seed: int, barrier: Any, out: Any) -> None:
     from eventsourcing.persistence import StoredEvent
 
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(url)
     recorder = app.recorder
@@ -142,7 +142,7 @@ def writer(url: str, quota: int, seed: int, barrier: Any, out: Any) -> None:
 
 
 def follower(url: str, kind: str, total: int, timeout: float, out: Any) -> None:
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(url)
     recorder = app.recorder
@@ -198,7 +198,7 @@ def follower(url: str, kind: str, total: int, timeout: float, out: Any) -> None:
 
 
 def follow_part(events: int, writers: int, timeout: float) -> dict[str, Any]:
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     with throwaway_database(ADMIN_URL, "dl_bench_follow") as url:
         open_rooms(url).close()

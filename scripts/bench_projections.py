@@ -38,9 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 import benchcommon  # noqa: E402
 
-from infrastructure.demo import BOX_LAYOUT  # noqa: E402
-from infrastructure.storage import open_rooms  # noqa: E402
-from projections.read_models import ReadModels  # noqa: E402
+from dune_ledger.infrastructure.demo import BOX_LAYOUT  # noqa: E402
+from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
+from dune_ledger.projections.read_models import ReadModels  # noqa: E402
 
 SEATS = ("emperor", "harkonnen", "atreides")
 
@@ -113,7 +113,7 @@ def bench_lag(url: str, rate: float, seconds: float, interval: float) -> dict[st
         rooms = [new_room(app, 1000 + i) for i in range(8)]
         app.read_models.catch_up()  # type: ignore[union-attr]
         worker = subprocess.Popen(
-            [sys.executable, "-m", "infrastructure.cli", "--db", url, "worker",
+            [sys.executable, "-m", "dune_ledger", "--db", url, "worker",
              "--interval", str(interval)],
             env=env, stderr=subprocess.DEVNULL,
         )
@@ -172,7 +172,7 @@ def raw_round_trip(url: str) -> Any:
     else:
         import psycopg
 
-        from infrastructure.storage import environment
+        from dune_ledger.infrastructure.storage import environment
 
         env = environment(url)
         conn = psycopg.connect(host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],

@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchcommon  # noqa: E402
 
-from infrastructure.demo import BOX_LAYOUT  # noqa: E402
-from infrastructure.storage import open_rooms  # noqa: E402
+from dune_ledger.infrastructure.demo import BOX_LAYOUT  # noqa: E402
+from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
 
 SEATS = ("emperor", "harkonnen", "atreides")
 

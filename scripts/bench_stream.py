@@ -39,7 +39,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infrastructure.throwaway import throwaway_database  # noqa: E402
+from dune_ledger.infrastructure.throwaway import throwaway_database  # noqa: E402
 
 ADMIN = "bench-operator"
 LAYOUT: dict[str, Any] = {
@@ -65,7 +65,7 @@ def rss_mib(pid: int) -> float:
 def serving(url: str, port: int) -> Iterator[subprocess.Popen[bytes]]:
     env = {**os.environ, "DUNE_LEDGER_ADMIN_TOKEN": ADMIN}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infrastructure.cli", "--db", url, "serve",
+        [sys.executable, "-m", "dune_ledger", "--db", url, "serve",
          "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

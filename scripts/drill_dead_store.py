@@ -25,7 +25,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infrastructure.throwaway import ADMIN_URL, throwaway_database  # noqa: E402
+from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database  # noqa: E402
 from tests.support import layout  # noqa: E402
 
 OPERATOR = "drill-operator"
@@ -40,7 +40,7 @@ def main() -> int:
     env = {**os.environ, "DUNE_LEDGER_ADMIN_TOKEN": OPERATOR}
     with throwaway_database(args.admin, "dl_drill") as url:
         server = subprocess.Popen(
-            [sys.executable, "-m", "infrastructure.cli", "--db", url, "serve",
+            [sys.executable, "-m", "dune_ledger", "--db", url, "serve",
              "--port", str(args.port)], cwd=ROOT, env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infrastructure.storage import open_rooms  # noqa: E402
+from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
 from tests.support import long_room  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def main() -> int:
             events = app.recorder.max_notification_id()
         with open_rooms(url) as app:
             rebuild = subprocess.Popen(
-                [sys.executable, "-m", "infrastructure.cli", "--db", url, "projections",
+                [sys.executable, "-m", "dune_ledger", "--db", url, "projections",
                  "rebuild"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             worst, reads = 0.0, 0
             while rebuild.poll() is None:

@@ -199,14 +199,14 @@ def lagging(streams: list[Stream], versions: dict[str, int]) -> list[Stream]:
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "infrastructure.cli", *args], cwd=ROOT,
+        return subprocess.Popen([sys.executable, "-m", "dune_ledger", *args], cwd=ROOT,
                                 env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def run_drill(cluster: Cluster, work: Path, *, failovers: int, servers: int = 2,
               rooms: int = 3, settle: float = 3.0) -> dict[str, Any]:
     """The drill on a running cluster; the report (see the module's docstring)."""
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     url = cluster.url()
     key_file = str(work / "drill.key")
@@ -323,8 +323,8 @@ def healthy(base: str) -> bool:
 
 def verify(url: str, key_file: str, rooms: list[str], drill: Drill) -> dict[str, Any]:
     """What the store holds, against what the clients were told."""
-    from application.audit import audit_room
-    from infrastructure.storage import open_rooms
+    from dune_ledger.application.audit import audit_room
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(url, key_file=key_file)
     try:

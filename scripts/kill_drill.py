@@ -106,8 +106,8 @@ def recover(app: Any, path: Path) -> int:
 
 def choose(state: Any, rng: random.Random, select_rate: float) -> tuple[str, dict[str, Any]]:
     """A plausible command for some seat: mostly valid, sometimes refused."""
-    from domain.catalog import is_box
-    from domain.nullentropy import candidates
+    from dune_ledger.domain.catalog import is_box
+    from dune_ledger.domain.nullentropy import candidates
 
     if state.search is not None and rng.random() < select_rate:
         owner = state.search.owner
@@ -131,7 +131,7 @@ def choose(state: Any, rng: random.Random, select_rate: float) -> tuple[str, dic
 
 
 def worker(args: argparse.Namespace) -> int:
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     path = Path(args.journal)
     rooms = orjson.loads(Path(args.rooms_file).read_bytes())
@@ -179,7 +179,7 @@ def signature_checker() -> tuple[Any, Path]:
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from infrastructure.keys import key_path, public_key_info
+    from dune_ledger.infrastructure.keys import key_path, public_key_info
 
     public = Ed25519PublicKey.from_public_bytes(
         base64.b64decode(public_key_info()["public_key"]))
@@ -197,8 +197,8 @@ def signature_checker() -> tuple[Any, Path]:
 
 
 def verify(app: Any, rooms: list[str], journals: list[Path]) -> dict[str, Any]:
-    from application.audit import audit_room
-    from application.stream import APPEND
+    from dune_ledger.application.audit import audit_room
+    from dune_ledger.application.stream import APPEND
 
     entries = [e for path in journals for e in journal_lines(path)]
     acks = [e for e in entries if e["k"] == "ack"]
@@ -267,7 +267,7 @@ def verify(app: Any, rooms: list[str], journals: list[Path]) -> dict[str, Any]:
 
 def finish_open_searches(app: Any, rooms: list[str]) -> dict[str, int]:
     """A search left open by a killed worker must still be open and completable."""
-    from domain.nullentropy import candidates
+    from dune_ledger.domain.nullentropy import candidates
 
     found = completed = 0
     for room in rooms:
@@ -286,7 +286,7 @@ def finish_open_searches(app: Any, rooms: list[str]) -> dict[str, int]:
 
 
 def drill(args: argparse.Namespace) -> int:
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     workdir = Path(args.dir)
     workdir.mkdir(parents=True, exist_ok=True)

@@ -38,13 +38,13 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from application.audit import audit_room  # noqa: E402
-from application.rooms import RoomsApp  # noqa: E402
-from domain.events import EVENT_TYPES  # noqa: E402
-from infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT  # noqa: E402
-from infrastructure.keys import init_key_file  # noqa: E402
-from infrastructure.storage import open_rooms  # noqa: E402
-from infrastructure.transfer import export_rooms  # noqa: E402
+from dune_ledger.application.audit import audit_room  # noqa: E402
+from dune_ledger.application.rooms import RoomsApp  # noqa: E402
+from dune_ledger.domain.events import EVENT_TYPES  # noqa: E402
+from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT  # noqa: E402
+from dune_ledger.infrastructure.keys import init_key_file  # noqa: E402
+from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
+from dune_ledger.infrastructure.transfer import export_rooms  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "golden"
 BOX = "nullentropy-box"
@@ -320,7 +320,7 @@ def main() -> int:
         older = {orjson.loads(line)["type"] for old in GOLDEN.glob("*.jsonl")
                  if old != corpus for line in old.read_bytes().splitlines()}
         domain = {name for name, cls in EVENT_TYPES.items()
-                  if cls.__module__.startswith("domain.")}
+                  if cls.__module__.startswith("dune_ledger.domain.")}
         missing = sorted(domain - types - older)
         if missing:
             raise SystemExit(f"the corpus has no {', '.join(missing)}: add a play for each")

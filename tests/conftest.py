@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from infrastructure.throwaway import ADMIN_URL, throwaway_database
+from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database
 
 # Every app a test opens signs with one key file of this run's own (never a
 # `dune-ledger.key` in the checkout); subprocesses inherit it. A test that needs

@@ -29,15 +29,15 @@ from uuid import UUID
 
 import orjson
 
-from application.rooms import RoomsApp
-from application.stream import Recorded
-from domain.catalog import CARDS, is_box, room_cards
-from domain.events import FeePaid, RoomCreated
-from domain.gifts import offer_of
-from domain.rules import apply, initial_state
-from domain.state import RoomState
-from projections.read_models import ReadModels
-from projections.store import MemoryStore
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.application.stream import Recorded
+from dune_ledger.domain.catalog import CARDS, is_box, room_cards
+from dune_ledger.domain.events import FeePaid, RoomCreated
+from dune_ledger.domain.gifts import offer_of
+from dune_ledger.domain.rules import apply, initial_state
+from dune_ledger.domain.state import RoomState
+from dune_ledger.projections.read_models import ReadModels
+from dune_ledger.projections.store import MemoryStore
 
 TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 

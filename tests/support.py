@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from application.rooms import RoomsApp, token_hash
-from domain.commands import parse_command
-from domain.errors import Rejection
-from domain.layout import build_room, parse_layout
-from domain.rules import Tx, decide, initial_state
-from domain.state import RoomState
-from infrastructure.randomness import Source
+from dune_ledger.application.rooms import RoomsApp, token_hash
+from dune_ledger.domain.commands import parse_command
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.layout import build_room, parse_layout
+from dune_ledger.domain.rules import Tx, decide, initial_state
+from dune_ledger.domain.state import RoomState
+from dune_ledger.infrastructure.randomness import Source
 
 
 class Counting(Source):
@@ -116,7 +116,7 @@ def authenticate(app: RoomsApp, room_id: str, token: str) -> str | None:
 @contextmanager
 def opened(url: str, **env: str) -> Iterator[RoomsApp]:
     """The rooms app on `url`, closed at the end."""
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(url, **env)
     try:

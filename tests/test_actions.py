@@ -8,14 +8,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.actions import actions
-from domain.ambassador import TOKENS
-from domain.catalog import CARDS, is_box
-from domain.commands import parse_command
-from domain.errors import Rejection
-from domain.rules import decide
-from domain.state import RoomState
-from domain.views import public_view, seat_view
+from dune_ledger.domain.actions import actions
+from dune_ledger.domain.ambassador import TOKENS
+from dune_ledger.domain.catalog import CARDS, is_box
+from dune_ledger.domain.commands import parse_command
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.rules import decide
+from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.views import public_view, seat_view
 from tests.leaks import face_up, hidden_from_seat, named
 from tests.rules_support import ambassador_layout, ambassador_room, ambassador_seats, enter, trigger
 from tests.support import Counting, layout, rejected, run, snapshot, state_of

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from application.audit import audit_records, audit_room
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_records, audit_room
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.rules_support import BOX, HARK
 from tests.rules_support import ambassador_layout as layout
 from tests.rules_support import ambassador_seats as seats
@@ -253,7 +253,7 @@ def test_every_version_conserves_cards_and_spice(app):
 
 
 def test_the_demo_runs_the_ambassador_room():
-    from infrastructure.demo import play_demo
+    from dune_ledger.infrastructure.demo import play_demo
 
     with open_rooms("memory://") as rooms:
         transcript = play_demo(rooms)

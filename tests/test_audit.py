@@ -5,10 +5,10 @@ from __future__ import annotations
 import gc
 from uuid import uuid4
 
-from application.audit import audit_records
-from application.stream import GENESIS, Recorded, chain_hash
-from domain.events import CardDrawn, DiscardReshuffled, Event
-from domain.layout import build_room, parse_layout
+from dune_ledger.application.audit import audit_records
+from dune_ledger.application.stream import GENESIS, Recorded, chain_hash
+from dune_ledger.domain.events import CardDrawn, DiscardReshuffled, Event
+from dune_ledger.domain.layout import build_room, parse_layout
 from tests.support import Counting, layout
 
 
@@ -54,8 +54,8 @@ def test_a_draw_above_the_hand_limit_is_caught():
 def test_a_part_started_from_a_state_checks_as_the_whole_stream_does():
     """The audit of the events after a known state (a part, application/audit.Start)
     checks them as the replay from the first event does: limits, cards, chain."""
-    from application.audit import Start
-    from domain.rules import apply, initial_state
+    from dune_ledger.application.audit import Start
+    from dune_ledger.domain.rules import apply, initial_state
 
     deck = stream()[0].fact.state["deck"]  # type: ignore[attr-defined]
     records = stream(*(CardDrawn(seat="emperor", card=card) for card in deck[:4]))
@@ -131,8 +131,8 @@ def test_an_event_of_another_room_spliced_in_breaks_the_chain():
 
 
 def test_the_audit_leaves_garbage_collection_as_it_found_it():
-    from application.audit import audit_room
-    from infrastructure.storage import open_rooms
+    from dune_ledger.application.audit import audit_room
+    from dune_ledger.infrastructure.storage import open_rooms
 
     with open_rooms("memory://") as app:
         room = app.create_room(layout())["room"]

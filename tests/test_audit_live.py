@@ -16,9 +16,9 @@ from uuid import UUID
 
 import pytest
 
-from application.audit import audit_room
-from application.rooms import RoomsApp
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_room
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import long_room
 from tests.test_audit_parts import tamper
 

@@ -17,9 +17,9 @@ from uuid import UUID
 import orjson
 import pytest
 
-from application.audit import audit_in_parts, audit_room
-from application.rooms import RoomsApp
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_in_parts, audit_room
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout, long_room
 
 INTERVAL = "20"  # a snapshot every 20 events: parts may start at any of them
@@ -151,7 +151,7 @@ def test_a_snapshot_the_replay_does_not_reach_leaves_the_audit_to_one_process(
 
 
 def audit_in_parts_start(app: RoomsApp, uid: UUID) -> int:
-    from application.audit import _part_starts
+    from dune_ledger.application.audit import _part_starts
 
     (start,) = _part_starts(app, uid, 2, PART_MIN)
     return start.originator_version
@@ -191,7 +191,7 @@ def test_read_models_that_say_they_are_elsewhere_are_reported_by_one_process(url
                                                                            ) -> None:
     """Every row as rebuilt, but the version the read models say they reached is not the
     stream's: only the last part's version check tells."""
-    from projections.store import PUBLIC
+    from dune_ledger.projections.store import PUBLIC
 
     with opened(url) as app:
         room = long_room(app)
@@ -232,8 +232,8 @@ def test_an_entry_numbered_out_of_place_across_parts_is_no_match(url: str) -> No
                    room, start)
     # The last part's entries renumbered from 1000: each is still what its event makes,
     # and tagged with the row key (a writer with the key file, such as a faulty one).
-    from infrastructure.keys import Keys
-    from projections.store import PUBLIC, Sealer, entry_at
+    from dune_ledger.infrastructure.keys import Keys
+    from dune_ledger.projections.store import PUBLIC, Sealer, entry_at
 
     sealer = Sealer(None, Keys().row_key())
     last = stored(url, "SELECT max(seq) FROM dl_public_log WHERE room = ?", room)
@@ -273,7 +273,7 @@ def test_a_part_that_hangs_or_dies_is_stopped_and_one_process_answers(
     import os
     import time
 
-    import application.audit as audit
+    import dune_ledger.application.audit as audit
 
     with opened(f"sqlite:///{tmp_path / 'parts.db'}") as app:
         room = long_room(app)
@@ -317,7 +317,7 @@ def play(app: RoomsApp, room: str, draws: int) -> None:
 
 
 def part_processes(app: RoomsApp) -> list[Any]:
-    from application.audit import PartProcesses
+    from dune_ledger.application.audit import PartProcesses
 
     assert isinstance(app.part_processes, PartProcesses)
     return list(app.part_processes.running)
@@ -366,8 +366,8 @@ def test_closing_the_app_ends_its_part_processes(tmp_path: Any) -> None:
 CHILD = """
 import sys, time
 from uuid import UUID
-from application.audit import audit_in_parts
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_in_parts
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import long_room
 
 app = open_rooms(sys.argv[1], DUNE_LEDGER_SNAPSHOT_INTERVAL="20")

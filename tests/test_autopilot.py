@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from application import autopilot
-from application.audit import audit_room
-from domain import views
-from domain.responses import KINDS, WindowKind, register
-from infrastructure.storage import open_rooms
+from dune_ledger.application import autopilot
+from dune_ledger.application.audit import audit_room
+from dune_ledger.domain import views
+from dune_ledger.domain.responses import KINDS, WindowKind, register
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.rules_support import BOX, layout, open_search, state_of
 
 PILE = ["baliset", "karama-2", "shield-1", "maula-pistol", "lasgun"]
@@ -148,8 +148,8 @@ def test_two_worker_processes_racing_make_one_selection(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from application import autopilot
-        from infrastructure.storage import open_rooms
+        from dune_ledger.application import autopilot
+        from dune_ledger.infrastructure.storage import open_rooms
         with open_rooms({url(tmp_path)!r}) as rooms:
             list(rooms.room_ids())
             while not os.path.exists({str(go)!r}):

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from application import autopilot
-from infrastructure.demo import BOX_LAYOUT
-from infrastructure.storage import open_rooms
-from projections.read_models import CACHE_ENV, DEFAULT_CACHE, ReadModels
+from dune_ledger.application import autopilot
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.projections.read_models import CACHE_ENV, DEFAULT_CACHE, ReadModels
 from tests.rules_support import BOX, layout
 from tests.test_projections import everything, fresh, play
 

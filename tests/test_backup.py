@@ -12,14 +12,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from infrastructure.demo import play_demo
-from infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.demo import play_demo
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.conftest import database
 from tests.support import long_room
 
 
 def audit_all(url: str, cwd: Path) -> list[dict[str, object]]:
-    done = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", url, "audit",
+    done = subprocess.run([sys.executable, "-m", "dune_ledger", "--db", url, "audit",
                            "--all"], capture_output=True, text=True, timeout=300, cwd=cwd)
     assert done.returncode == 0, done.stderr
     assert "0 rooms with problems" in done.stderr

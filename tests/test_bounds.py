@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from application.audit import audit_room
-from domain.commands import COMMAND_TYPES, COUNT_MAX, SPICE_MAX, parse_command
-from domain.errors import LayoutError, Rejection
-from domain.layout import CommitmentKind, build_room, parse_layout
-from domain.state import COMMITMENT_KINDS
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_room
+from dune_ledger.domain.commands import COMMAND_TYPES, COUNT_MAX, SPICE_MAX, parse_command
+from dune_ledger.domain.errors import LayoutError, Rejection
+from dune_ledger.domain.layout import CommitmentKind, build_room, parse_layout
+from dune_ledger.domain.state import COMMITMENT_KINDS
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.rules_support import ambassador_layout, ambassador_seats
 from tests.support import Counting, layout
 

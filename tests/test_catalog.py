@@ -1,7 +1,7 @@
 from collections import Counter
 
-from domain.catalog import CARDS, hand_limit, room_cards
-from infrastructure.cli import main
+from dune_ledger.domain.catalog import CARDS, hand_limit, room_cards
+from dune_ledger.infrastructure.cli import main
 
 
 def test_card_counts_per_expansion_set():

@@ -12,12 +12,12 @@ from uuid import UUID
 import orjson
 import pytest
 
-from application.audit import audit_room
-from application.rooms import RoomsApp
-from domain.catalog import CARDS
-from infrastructure.demo import BOX_LAYOUT
-from infrastructure.keys import Keys
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_room
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.keys import Keys
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.test_audit_parts import tables
 
 BOX = "nullentropy-box"

@@ -21,7 +21,7 @@ class Cli:
 
     def __call__(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "infrastructure.cli", "--db", self.db, *args],
+            [sys.executable, "-m", "dune_ledger", "--db", self.db, *args],
             capture_output=True, text=True, input=stdin, timeout=60, cwd=self.tmp,
         )
 
@@ -136,7 +136,7 @@ def test_audit_exits_1_on_a_broken_chain(cli: Cli):
 
 def test_audit_in_parts_prints_what_one_process_prints(cli: Cli):
     """A room long enough for two parts (2,500 events each): the same report."""
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
     from tests.support import long_room
 
     with open_rooms(cli.db) as app:
@@ -178,7 +178,7 @@ def no_traceback(done: subprocess.CompletedProcess[str]) -> None:
 
 
 def test_no_command_prints_the_usage_and_version_prints_the_version(cli: Cli):
-    bare = subprocess.run([sys.executable, "-m", "infrastructure.cli"], capture_output=True,
+    bare = subprocess.run([sys.executable, "-m", "dune_ledger"], capture_output=True,
                           text=True, timeout=60, cwd=cli.tmp)
     assert bare.returncode == 2 and bare.stderr.startswith("usage: dune-ledger")
     assert "audit" in bare.stderr and "export" in bare.stderr
@@ -206,7 +206,7 @@ def test_db_goes_before_or_after_the_subcommand(cli: Cli):
     other = f"sqlite:///{cli.tmp / 'other.db'}"
     room = cli.json("room", "create", cli.write("l.json", orjson.dumps(layout()).decode()),
                     "--db", other)["room"]
-    after = subprocess.run([sys.executable, "-m", "infrastructure.cli", "audit", "--all",
+    after = subprocess.run([sys.executable, "-m", "dune_ledger", "audit", "--all",
                             "--db", other], capture_output=True, text=True, timeout=60,
                            cwd=cli.tmp)
     assert after.returncode == 0, after.stderr
@@ -215,7 +215,7 @@ def test_db_goes_before_or_after_the_subcommand(cli: Cli):
 
 
 def test_memory_storage_warns_that_nothing_is_kept(cli: Cli):
-    done = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", "memory://",
+    done = subprocess.run([sys.executable, "-m", "dune_ledger", "--db", "memory://",
                            "room", "create", "-"], input=orjson.dumps(layout()).decode(),
                           capture_output=True, text=True, timeout=60, cwd=cli.tmp)
     assert done.returncode == 0 and "keeps nothing" in done.stderr
@@ -241,7 +241,7 @@ def test_audit_all_prints_a_summary_and_can_print_only_failures(cli: Cli):
 
 
 def test_the_demo_prints_a_summary_and_keeps_its_rooms_apart(tmp_path: Path):
-    run = [sys.executable, "-m", "infrastructure.cli", "demo"]
+    run = [sys.executable, "-m", "dune_ledger", "demo"]
     done = subprocess.run(run, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) < 15 and "audit clean" in done.stdout
@@ -276,7 +276,8 @@ def test_export_then_import_through_the_cli(cli: Cli):
     ("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", "1.5x", "DUNE_LEDGER_SQLITE_LOCK_TIMEOUT"),
     ("DUNE_LEDGER_PROJECTION_CACHE", "lots", "DUNE_LEDGER_PROJECTION_CACHE"),
     ("APPLICATION_RECORDER_TOPIC", "no.such.module:Recorder", "APPLICATION_RECORDER_TOPIC"),
-    ("APPLICATION_RECORDER_TOPIC", "infrastructure.cli:Exit", "APPLICATION_RECORDER_TOPIC"),
+    ("APPLICATION_RECORDER_TOPIC", "dune_ledger.infrastructure.cli:Exit",
+     "APPLICATION_RECORDER_TOPIC"),
     ("DUNE_LEDGER_LOG_FORMAT", "xml", "DUNE_LEDGER_LOG_FORMAT"),
     ("DUNE_LEDGER_LOG_LEVEL", "loud", "DUNE_LEDGER_LOG_LEVEL"),
 ])
@@ -364,7 +365,7 @@ def test_serve_refuses_an_address_it_cannot_listen_on(cli: Cli):
 def test_an_export_read_only_in_part_ends_quietly(cli: Cli):
     for _ in range(3):
         assert cli("demo", "--db", cli.db).returncode == 0
-    proc = subprocess.Popen([sys.executable, "-m", "infrastructure.cli", "--db", cli.db,
+    proc = subprocess.Popen([sys.executable, "-m", "dune_ledger", "--db", cli.db,
                              "export", "--all"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             cwd=cli.tmp)
     assert proc.stdout is not None and proc.stderr is not None

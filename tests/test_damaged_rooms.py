@@ -12,14 +12,14 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from application.audit import audit_all, audit_room
-from application.rooms import RoomsApp, now, token_hash
-from application.stream import Room
-from domain.errors import Rejection
-from domain.layout import build_room, parse_layout
-from domain.rules import initial_state
-from infrastructure.demo import BOX_LAYOUT
-from infrastructure.worker import Worker
+from dune_ledger.application.audit import audit_all, audit_room
+from dune_ledger.application.rooms import RoomsApp, now, token_hash
+from dune_ledger.application.stream import Room
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.layout import build_room, parse_layout
+from dune_ledger.domain.rules import initial_state
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.worker import Worker
 from tests.support import layout, opened
 from tests.test_audit_parts import room_key, stored, tables, tamper
 
@@ -134,7 +134,7 @@ def test_the_cli_audit_reports_a_damaged_room_without_a_traceback(
         url: str, capsys: pytest.CaptureFixture[str]) -> None:
     import orjson
 
-    from infrastructure.cli import main
+    from dune_ledger.infrastructure.cli import main
 
     with opened(url) as app:
         room = played(app)
@@ -188,7 +188,7 @@ def test_a_bank_beyond_64_bits_is_answered_as_applied_and_audited(url: str) -> N
 def test_spice_beyond_64_bits_fences_its_room_off_and_no_other(url: str) -> None:
     """An Emperor at 2^64 - 1 paid 3 of income: that room's views cannot be made. Every
     other room's views (a brand-new room's too), the rebuild and the worker go on."""
-    from domain.ambassador import EmperorIncomePaid
+    from dune_ledger.domain.ambassador import EmperorIncomePaid
 
     with opened(url) as app:
         other = played(app)
@@ -218,7 +218,7 @@ def test_the_postgres_follower_fences_a_room_off(pg_url: str) -> None:
     and goes on with the other rooms."""
     import time
 
-    from projections.follow import subscription_runner
+    from dune_ledger.projections.follow import subscription_runner
 
     with opened(pg_url) as app:
         assert app.read_models is not None
@@ -246,7 +246,7 @@ def test_the_postgres_follower_fences_a_room_off(pg_url: str) -> None:
 
 def test_rebuild_and_worker_on_the_command_line_go_past_a_damaged_room(
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    from infrastructure.cli import main
+    from dune_ledger.infrastructure.cli import main
 
     url = f"sqlite:///{tmp_path / 'rooms.db'}"
     with opened(url) as app:

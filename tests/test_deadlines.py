@@ -8,15 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from application.audit import audit_room
-from domain.commands import parse_command
-from domain.errors import Rejection
-from domain.responses import WindowDeadline, expire_window
-from domain.rules import SYSTEM, decide
-from domain.views import public_view
-from infrastructure.randomness import Source
-from infrastructure.storage import open_rooms
-from infrastructure.worker import Worker, close_deadlines, run_worker
+from dune_ledger.application.audit import audit_room
+from dune_ledger.domain.commands import parse_command
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.responses import WindowDeadline, expire_window
+from dune_ledger.domain.rules import SYSTEM, decide
+from dune_ledger.domain.views import public_view
+from dune_ledger.infrastructure.randomness import Source
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.worker import Worker, close_deadlines, run_worker
 from tests.rules_support import BOX, layout, state_of
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

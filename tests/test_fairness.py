@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 import pytest
 
-from application.stream import APPEND, chain_hash
-from domain import fairness
-from domain.randomness import (
+from dune_ledger.application.stream import APPEND, chain_hash
+from dune_ledger.domain import fairness
+from dune_ledger.domain.randomness import (
     ALGORITHM,
     Derived,
     commitment,
@@ -23,10 +23,10 @@ from domain.randomness import (
     uniform,
     words,
 )
-from infrastructure.keys import Keys, init_key_file, public_key_info
-from infrastructure.storage import open_rooms
-from infrastructure.transfer import export_lines
-from infrastructure.verify import public_key, verify
+from dune_ledger.infrastructure.keys import Keys, init_key_file, public_key_info
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.transfer import export_lines
+from dune_ledger.infrastructure.verify import public_key, verify
 from tests.fairness.seeded_facts import played
 from tests.support import layout
 
@@ -80,7 +80,7 @@ def play(app: Any) -> str:
 
 
 def transcript(app: Any, room: str) -> bytes:
-    from infrastructure.verify import transcript as lines
+    from dune_ledger.infrastructure.verify import transcript as lines
 
     return b"".join(lines(app, room))
 
@@ -253,7 +253,7 @@ def test_the_end_is_not_a_seat_command(app):
 
 
 def test_a_transcript_is_refused_before_the_end(app):
-    from domain.errors import Rejection
+    from dune_ledger.domain.errors import Rejection
 
     room = app.create_room(committed_layout())["room"]
     with pytest.raises(Rejection) as info:
@@ -440,7 +440,7 @@ def test_the_program_in_the_docs_rederives_every_shuffle_of_a_real_transcript(en
 
 
 def test_base64_key_parsing_refuses_garbage():
-    from infrastructure.verify import TranscriptError
+    from dune_ledger.infrastructure.verify import TranscriptError
 
     with pytest.raises(TranscriptError):
         public_key("not a key")
@@ -461,7 +461,7 @@ def test_no_outbound_path_carries_the_secret_before_the_end(tmp_path, capfd):
     checks the secret too); a cipher key keeps it out of the database file."""
     from fastapi.testclient import TestClient
 
-    from infrastructure.http import create_app
+    from dune_ledger.infrastructure.http import create_app
     from tests import leaks
 
     key = tmp_path / "sealed.key"
@@ -506,9 +506,9 @@ def test_no_outbound_path_carries_the_secret_before_the_end(tmp_path, capfd):
 
 
 def test_the_guard_withholds_a_view_that_would_carry_the_secret(monkeypatch):
-    from domain import views
-    from projections import guard
-    from projections.projectors import render
+    from dune_ledger.domain import views
+    from dune_ledger.projections import guard
+    from dune_ledger.projections.projectors import render
     from tests.support import state_of
 
     state = state_of(committed_layout(), secret=bytes(range(32)))
@@ -524,7 +524,7 @@ def test_the_guard_withholds_a_view_that_would_carry_the_secret(monkeypatch):
 def test_http_ends_a_room_once_and_serves_its_transcript_to_its_tokens(tmp_path):
     from fastapi.testclient import TestClient
 
-    from infrastructure.http import create_app
+    from dune_ledger.infrastructure.http import create_app
 
     key = tmp_path / "server.key"
     init_key_file(key)
@@ -609,7 +609,7 @@ def test_an_ended_room_has_no_window_deadline_due(app):
     """The worker does not try to close a window of an ended room every tick."""
     from datetime import UTC, datetime, timedelta
 
-    from infrastructure.demo import AMBASSADOR_LAYOUT
+    from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
 
     raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
     del raw["seed"]
@@ -632,7 +632,7 @@ def test_an_ended_room_has_no_window_deadline_due(app):
 def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
     """A cohort drawn at creation (RoomCreated's `rng`, version 1) and one drawn anew
     when the last of five is spent (AmbassadorCohortDrawn) verify like the shuffles."""
-    from infrastructure.demo import AMBASSADOR_LAYOUT
+    from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
 
     raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
     del raw["seed"]
@@ -705,9 +705,9 @@ def test_committed_rooms_differing_in_their_secret_show_the_same_public_record()
     """RULES 7: the deck order a secret derives is hidden; the public log, the public
     view and each seat's view of other seats are the same for two secrets (the
     commitment aside, which is the secret's public hash)."""
-    from domain import views
-    from domain.commands import parse_command
-    from domain.rules import decide
+    from dune_ledger.domain import views
+    from dune_ledger.domain.commands import parse_command
+    from dune_ledger.domain.rules import decide
     from tests.support import state_of
 
     script = [("emperor", {"type": "seed", "value": "a"}), ("emperor", {"type": "draw"}),

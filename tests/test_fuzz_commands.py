@@ -30,12 +30,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from domain.ambassador import ECAZ, TOKENS
-from domain.catalog import CARDS, EXPANSIONS, FACTIONS, is_box, room_cards
-from domain.commands import COMMAND_TYPES, SPICE_MAX
-from domain.errors import LayoutError
-from domain.state import RoomState
-from infrastructure.storage import open_rooms
+from dune_ledger.domain.ambassador import ECAZ, TOKENS
+from dune_ledger.domain.catalog import CARDS, EXPANSIONS, FACTIONS, is_box, room_cards
+from dune_ledger.domain.commands import COMMAND_TYPES, SPICE_MAX
+from dune_ledger.domain.errors import LayoutError
+from dune_ledger.domain.state import RoomState
+from dune_ledger.infrastructure.storage import open_rooms
 from tests import leaks
 from tests.support import Factory
 from tests.support import layout as support_layout

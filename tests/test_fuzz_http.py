@@ -25,10 +25,10 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from application.rooms import RoomsApp
-from infrastructure.demo import BOX_LAYOUT
-from infrastructure.http import create_app
-from infrastructure.storage import open_rooms
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.http import create_app
+from dune_ledger.infrastructure.storage import open_rooms
 from tests import leaks
 
 OPERATOR = "operator-token-for-the-fuzz"

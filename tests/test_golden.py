@@ -22,11 +22,11 @@ from typing import Any
 import orjson
 import pytest
 
-from application.audit import audit_room
-from domain.events import EVENT_TYPES
-from domain.rules import apply, initial_state
-from infrastructure.storage import open_rooms
-from infrastructure.transfer import ImportRefused, import_rooms, parse_export
+from dune_ledger.application.audit import audit_room
+from dune_ledger.domain.events import EVENT_TYPES
+from dune_ledger.domain.rules import apply, initial_state
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.transfer import ImportRefused, import_rooms, parse_export
 
 GOLDEN = Path(__file__).parent / "golden"
 CORPORA = sorted(GOLDEN.glob("*.jsonl"))
@@ -88,7 +88,8 @@ def test_shows_allows_new_fields_only():
 
 def domain_event_types() -> set[str]:
     """The event types the rules define (a test may register a probe type of its own)."""
-    return {name for name, cls in EVENT_TYPES.items() if cls.__module__.startswith("domain.")}
+    return {name for name, cls in EVENT_TYPES.items()
+            if cls.__module__.startswith("dune_ledger.domain.")}
 
 
 def test_there_is_a_corpus_and_together_they_hold_every_event_type():

@@ -9,10 +9,10 @@ from uuid import uuid4
 from hypothesis import given
 from hypothesis import strategies as st
 
-from application.stream import GENESIS, Recorded
-from domain import views
-from domain.catalog import CARDS
-from domain.events import (
+from dune_ledger.application.stream import GENESIS, Recorded
+from dune_ledger.domain import views
+from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.events import (
     CardDiscarded,
     CardDrawn,
     CardRetrieved,
@@ -20,9 +20,9 @@ from domain.events import (
     Event,
     FeePaid,
 )
-from domain.state import RoomState
-from projections import guard, projectors
-from projections.projectors import UNSHAPED, dumps, entry_shape, public_entry_text
+from dune_ledger.domain.state import RoomState
+from dune_ledger.projections import guard, projectors
+from dune_ledger.projections.projectors import UNSHAPED, dumps, entry_shape, public_entry_text
 from tests.support import layout, run, state_of
 
 IDS = sorted(CARDS)

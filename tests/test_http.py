@@ -21,10 +21,10 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from application.audit import audit_room
-from application.rooms import RoomsApp
-from infrastructure.http import MAX_BODY, create_app
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_room
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.infrastructure.http import MAX_BODY, create_app
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 
 ADMIN = "operator-secret"
@@ -431,7 +431,7 @@ def test_dune_ledger_serve_on_postgres(pg_url: str) -> None:
     port = free_port()
     env = {**os.environ, "DUNE_LEDGER_ADMIN_TOKEN": ADMIN}
     server = subprocess.Popen(
-        [sys.executable, "-m", "infrastructure.cli", "--db", pg_url, "serve",
+        [sys.executable, "-m", "dune_ledger", "--db", pg_url, "serve",
          "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
@@ -494,7 +494,7 @@ def test_a_storage_that_cannot_write_is_503_not_500(tmp_path: Path,
                                   ["--db", "bogus://x", "serve"],
                                   ["--db", "memory://", "serve", "--workers", "2"]])
 def test_serve_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    from infrastructure.cli import main
+    from dune_ledger.infrastructure.cli import main
 
     assert main(argv) == 2
     assert capsys.readouterr().err.strip()

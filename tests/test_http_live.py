@@ -14,9 +14,9 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from application.rooms import RoomsApp
-from infrastructure import http
-from infrastructure.http import WRONG_LIMIT, create_app
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.infrastructure import http
+from dune_ledger.infrastructure.http import WRONG_LIMIT, create_app
 from tests.support import authenticate
 from tests.test_http import ADMIN, assert_error, auth, create
 
@@ -31,7 +31,7 @@ def client(rooms: RoomsApp) -> Iterator[TestClient]:
 
 @pytest.fixture
 def rooms(tmp_path: Path) -> Iterator[RoomsApp]:
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     app = open_rooms(f"sqlite:///{tmp_path / 'live.db'}")
     yield app
@@ -199,7 +199,7 @@ def test_readiness_keys_and_metrics(client: TestClient, rooms: RoomsApp,
     monkeypatch.setattr(rooms.recorder, "max_notification_id", stuck)
     assert_error(client.get("/readyz"), 503, "unavailable")  # answered before the store
     keys = client.get("/keys")  # the key the app signs with, as `keys show` prints it
-    from infrastructure.keys import b64, raw_public
+    from dune_ledger.infrastructure.keys import b64, raw_public
 
     assert keys.status_code == 200
     assert keys.json()["public_key"] == b64(raw_public(rooms.signer.public[0]))  # type: ignore[attr-defined]
@@ -243,7 +243,7 @@ def test_a_read_does_not_wait_for_a_long_catch_up(rooms: RoomsApp, client: TestC
 def test_serve_refuses_a_bad_or_open_host_with_exit_2(host: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DUNE_LEDGER_ADMIN_TOKEN", raising=False)
-    run = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db",
+    run = subprocess.run([sys.executable, "-m", "dune_ledger", "--db",
                           f"sqlite:///{tmp_path / 'x.db'}", "serve", "--host", host],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stderr
@@ -251,7 +251,7 @@ def test_serve_refuses_a_bad_or_open_host_with_exit_2(host: str, tmp_path: Path,
 
 
 def test_serve_with_the_store_down_says_so_in_one_line_and_exits_2() -> None:
-    run = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db",
+    run = subprocess.run([sys.executable, "-m", "dune_ledger", "--db",
                           "postgresql://postgres@127.0.0.1:1/nothing", "serve"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stderr
@@ -260,7 +260,7 @@ def test_serve_with_the_store_down_says_so_in_one_line_and_exits_2() -> None:
 
 
 def test_http_failures_name_an_error_code_of_the_enum() -> None:
-    from infrastructure.http_models import ErrorCode
+    from dune_ledger.infrastructure.http_models import ErrorCode
 
     assert set(http.STATUS) <= {c.value for c in ErrorCode}
     assert orjson.loads(http.failure("locked", "x").body)["error"]["code"] == "locked"

@@ -30,7 +30,7 @@ def serving(url: str, count: int = 1, workers: int = 1) -> Iterator[list[str]]:
     env = {**os.environ, "DUNE_LEDGER_ADMIN_TOKEN": ADMIN}
     ports = [free_port() for _ in range(count)]
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "infrastructure.cli", "--db", url, "serve", "--host",
+        [sys.executable, "-m", "dune_ledger", "--db", url, "serve", "--host",
          "127.0.0.1", "--port", str(port), "--workers", str(workers)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
     bases = [f"http://127.0.0.1:{port}" for port in ports]

@@ -22,7 +22,7 @@ def servers(pg_url: str) -> Iterator[list[str]]:
     env = {**os.environ, "DUNE_LEDGER_ADMIN_TOKEN": ADMIN}
     ports = [free_port(), free_port()]
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "infrastructure.cli", "--db", pg_url, "serve",
+        [sys.executable, "-m", "dune_ledger", "--db", pg_url, "serve",
          "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
     bases = [f"http://127.0.0.1:{port}" for port in ports]

@@ -18,9 +18,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from application.rooms import RoomsApp
-from infrastructure.http import STREAMS_PER_TOKEN, WRONG_LIMIT, create_app
-from infrastructure.storage import open_rooms
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.infrastructure.http import STREAMS_PER_TOKEN, WRONG_LIMIT, create_app
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 from tests.test_http import ADMIN, assert_error, auth, create
 from tests.test_stream import Server, events
@@ -162,7 +162,7 @@ def test_the_operator_bounds_open_streams_per_client_address(
 @pytest.mark.parametrize("raw", ["0", "-1", "many", "2.5"])
 def test_a_bad_streams_per_client_setting_stops_serve_at_start(raw: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "infrastructure.cli", "--db", "memory://", "serve",
+        [sys.executable, "-m", "dune_ledger", "--db", "memory://", "serve",
          "--port", "8799"], env={**os.environ, "DUNE_LEDGER_STREAMS_PER_CLIENT": raw},
         capture_output=True, text=True, timeout=60)
     assert done.returncode == 2

@@ -17,11 +17,11 @@ from uuid import UUID
 import orjson
 import pytest
 
-from application.audit import audit_all, audit_room
-from application.rooms import RoomsApp, token_hash
-from application.stream import APPEND, Recorded, chain_hash
-from domain.errors import Rejection
-from infrastructure.keys import Keys, public_key_info
+from dune_ledger.application.audit import audit_all, audit_room
+from dune_ledger.application.rooms import RoomsApp, token_hash
+from dune_ledger.application.stream import APPEND, Recorded, chain_hash
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.infrastructure.keys import Keys, public_key_info
 from tests.support import authenticate, layout, opened
 from tests.test_audit_parts import room_key, tables, tamper
 
@@ -133,7 +133,7 @@ def test_an_append_made_without_the_key_is_found(url: str, tmp_path: Path) -> No
     with opened(url) as app:
         rec = app.records(UUID(room))[-1]
         deck = app.load(room).state.deck
-        from domain.events import CardDrawn
+        from dune_ledger.domain.events import CardDrawn
 
         forged = Recorded(rec.originator_id, version + 1, CardDrawn(seat="emperor", card=deck[0]),
                           rec.hash(), "emperor", "x", version + 1, rec.at)
@@ -224,7 +224,7 @@ def test_the_key_file_is_made_once_0600_by_the_first_write_and_never_by_a_read(
 
 def test_keys_init_and_show_on_the_command_line(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from infrastructure.cli import main
+    from dune_ledger.infrastructure.cli import main
 
     path = tmp_path / "k.key"
     assert main(["keys", "show", "--file", str(path)]) == 2  # none yet: an error, no file
@@ -257,7 +257,7 @@ def test_a_room_without_signatures_stays_damaged_and_nothing_signs_it(
     """RULES 8: an unsigned chain is damage, whatever its age. A room stripped of its
     signatures (as a room stored before signing would look) is refused, and neither a
     command nor the key commands turn it into a signed room."""
-    from infrastructure.cli import main
+    from dune_ledger.infrastructure.cli import main
 
     url = f"sqlite:///{tmp_path / 'rooms.db'}"
     key = str(tmp_path / "server.key")
@@ -281,7 +281,7 @@ def test_a_room_without_signatures_stays_damaged_and_nothing_signs_it(
 def test_a_process_that_kept_the_room_finds_an_append_made_without_the_key(url: str) -> None:
     """A command decided on a room kept in memory meets the forged append at its save,
     reads the room again and refuses it; so does catching a kept room up."""
-    from domain.events import CardDrawn
+    from dune_ledger.domain.events import CardDrawn
 
     with opened(url) as app:
         room, _ = played(app)

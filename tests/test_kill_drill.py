@@ -50,11 +50,11 @@ def drill_module():  # type: ignore[no-untyped-def]
 
 
 def test_the_drill_would_notice_a_lost_or_doubled_command(tmp_path: Path) -> None:
-    from application.rooms import now
-    from domain.commands import parse_command
-    from domain.rules import decide
-    from infrastructure.randomness import for_room
-    from infrastructure.storage import open_rooms
+    from dune_ledger.application.rooms import now
+    from dune_ledger.domain.commands import parse_command
+    from dune_ledger.domain.rules import decide
+    from dune_ledger.infrastructure.randomness import for_room
+    from dune_ledger.infrastructure.storage import open_rooms
 
     drill = drill_module()
     app = open_rooms("memory://")
@@ -79,9 +79,9 @@ def test_the_drill_would_notice_a_lost_or_doubled_command(tmp_path: Path) -> Non
 
 
 def test_the_drill_would_notice_an_unsigned_append() -> None:
-    from application.stream import Recorded
-    from domain.events import CardDrawn
-    from infrastructure.storage import open_rooms
+    from dune_ledger.application.stream import Recorded
+    from dune_ledger.domain.events import CardDrawn
+    from dune_ledger.infrastructure.storage import open_rooms
 
     drill = drill_module()
     app = open_rooms("memory://")

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from domain.catalog import is_box
-from infrastructure.demo import BOX_LAYOUT
-from infrastructure.storage import open_rooms
+from dune_ledger.domain.catalog import is_box
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.storage import open_rooms
 from tests import leaks
 
 BOX = "nullentropy-box"
@@ -159,7 +159,7 @@ def test_random_command_sequences_leak_nothing(steps, seed):
 
 
 def cli(db: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", db, *args],
+    return subprocess.run([sys.executable, "-m", "dune_ledger", "--db", db, *args],
                           capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
@@ -227,7 +227,7 @@ def test_cli_outputs_leak_nothing(tmp_path):
 def test_http_outputs_leak_nothing(tmp_path):
     from fastapi.testclient import TestClient
 
-    from infrastructure.http import create_app
+    from dune_ledger.infrastructure.http import create_app
 
     with open_rooms(f"sqlite:///{tmp_path / 'http.db'}") as app, \
             TestClient(create_app(app)) as client:

@@ -41,19 +41,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as count_case
 from hypothesis import strategies as st
 
-from application.stream import Recorded
-from domain import views
-from domain.actions import Accepted, Probe, actions
-from domain.catalog import CARDS, hand_limit, room_cards
-from domain.commands import parse_command
-from domain.errors import Rejection
-from domain.layout import build_room, parse_layout
-from domain.nullentropy import candidates
-from domain.rules import admit, apply, decide, initial_state
-from domain.semuta import bound_cards as semuta_bound
-from domain.state import RoomState
-from infrastructure.randomness import Source
-from projections.projectors import public_entry_text
+from dune_ledger.application.stream import Recorded
+from dune_ledger.domain import views
+from dune_ledger.domain.actions import Accepted, Probe, actions
+from dune_ledger.domain.catalog import CARDS, hand_limit, room_cards
+from dune_ledger.domain.commands import parse_command
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.layout import build_room, parse_layout
+from dune_ledger.domain.nullentropy import candidates
+from dune_ledger.domain.rules import admit, apply, decide, initial_state
+from dune_ledger.domain.semuta import bound_cards as semuta_bound
+from dune_ledger.domain.state import RoomState
+from dune_ledger.infrastructure.randomness import Source
+from dune_ledger.projections.projectors import public_entry_text
 
 # HYPOTHESIS_PROFILE=long: ten times as many examples, for a longer run.
 EXAMPLES = 3_000 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 300
@@ -291,7 +291,7 @@ def natural_actor(state: RoomState, action: str, pick: int) -> str | None:
     w = state.control.response
     d = state.control.decision
     if action in ("respond", "semuta", "answer_gift") and w is not None:
-        from domain.responses import waiting
+        from dune_ledger.domain.responses import waiting
 
         asked = waiting(state, w) or [w.data.get("to", "emperor")]
         return asked[pick % len(asked)]
@@ -377,7 +377,7 @@ def clock(now: datetime) -> dict[str, Any]:
 def expire(state: RoomState, seed: int, now: datetime) -> Any:
     """The worker's close of a window past its deadline, where the rules have one."""
     try:
-        from domain.responses import expire_window
+        from dune_ledger.domain.responses import expire_window
     except ImportError:
         return None
     return expire_window(state, Source(random.Random(seed)), now)
@@ -754,7 +754,7 @@ def test_semuta_below_the_top_of_a_layout_pile_opens_the_window_as_in_a_hand():
 
 
 def test_room_at_a_version_inside_an_append_shows_the_end_of_that_append():
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     # The pile below its top differs; a search retrieves a card both rooms hold.
     raw = small(discard=["shield-1", "karama-2", "maula-pistol", "snooper-1"])
@@ -789,10 +789,10 @@ def stored(fact: Any, version: int) -> bytes:
 
 
 def test_a_stream_recorded_before_issue_17_replays_with_its_meaning():
-    from domain.gifts import offer_of
-    from domain.guild import record
-    from domain.rules import replay
-    from infrastructure.storage import open_rooms
+    from dune_ledger.domain.gifts import offer_of
+    from dune_ledger.domain.guild import record
+    from dune_ledger.domain.rules import replay
+    from dune_ledger.infrastructure.storage import open_rooms
 
     raw = small(shipping_costs=[{"card": "karama-2", "creator": "harkonnen",
                                  "beneficiary": "harkonnen", "price": 4}])

@@ -11,10 +11,10 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-from application.audit import audit_room
-from domain.catalog import room_cards
-from infrastructure import observability
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_room
+from dune_ledger.domain.catalog import room_cards
+from dune_ledger.infrastructure import observability
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 
 

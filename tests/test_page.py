@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 from fastapi.testclient import TestClient
 
-from infrastructure.http import create_app
-from infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.http import create_app
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 from tests.test_http import free_port
 
@@ -72,7 +72,7 @@ def test_static_files_are_the_two_shipped_and_nothing_else() -> None:
 def test_table_serves_the_demo_room_and_prints_each_seat_page(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infrastructure.cli", "--db", f"sqlite:///{tmp_path / 't.db'}",
+        [sys.executable, "-m", "dune_ledger", "--db", f"sqlite:///{tmp_path / 't.db'}",
          "table", "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -102,7 +102,7 @@ def test_table_serves_the_demo_room_and_prints_each_seat_page(tmp_path: Path) ->
 
 
 def test_table_refuses_a_public_address() -> None:
-    done = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", "memory://",
+    done = subprocess.run([sys.executable, "-m", "dune_ledger", "--db", "memory://",
                            "table", "--host", "0.0.0.0"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "loopback" in done.stderr and "Traceback" not in done.stderr

@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
-from domain.catalog import room_cards
-from infrastructure.demo import AMBASSADOR_LAYOUT
+from dune_ledger.domain.catalog import room_cards
+from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
 from tests.test_http import free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -74,7 +74,7 @@ class Server:
         env.update(self.env)
         with self.log.open("ab") as out:  # the child keeps its own copy of the file
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "infrastructure.cli", "--db", self.url, "serve",
+                [sys.executable, "-m", "dune_ledger", "--db", self.url, "serve",
                  "--host", "127.0.0.1", "--port", str(self.port)],
                 env=env, stdout=out, stderr=subprocess.STDOUT)
         for _ in range(400):

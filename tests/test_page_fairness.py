@@ -131,7 +131,7 @@ def test_seeds_the_end_and_a_transcript_that_verifies(browser: Any, server: Serv
     download.save_as(file)
     shown = richese.page.locator("#verify-command").inner_text()
     assert shown == f"dune-ledger verify {file.name} --key {key}"
-    checked = subprocess.run([sys.executable, "-m", "infrastructure.cli", "verify", str(file),
+    checked = subprocess.run([sys.executable, "-m", "dune_ledger", "verify", str(file),
                               "--key", key], capture_output=True, text=True, timeout=120)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     report = json.loads(checked.stdout)

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from domain.catalog import room_cards
-from infrastructure.demo import AMBASSADOR_LAYOUT
+from dune_ledger.domain.catalog import room_cards
+from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
 from tests.test_page_browser import (
     ARTIFACTS,
     BOX_FULL_HAND,

@@ -23,8 +23,8 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
-from infrastructure.postgres import RoomsRecorder
-from infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.postgres import RoomsRecorder
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.conftest import database
 
 LAYOUT: dict[str, Any] = {

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from application.audit import audit_room
-from infrastructure.storage import open_rooms
-from infrastructure.throwaway import throwaway_database
+from dune_ledger.application.audit import audit_room
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.throwaway import throwaway_database
 from tests.support import layout
 
 CTX = mp.get_context("spawn")  # no pool threads or sockets inherited from the test process
@@ -194,7 +194,7 @@ def test_processes_starting_on_a_fresh_database_create_the_tables_once(pg_admin_
 
 
 def test_a_retried_draw_is_redecided_against_the_reshuffled_deck(app: Any, pg_url: str) -> None:
-    from domain.catalog import room_cards
+    from dune_ledger.domain.catalog import room_cards
 
     base = layout()
     held = {c for seat in base["seats"] for c in seat["hand"]}

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from application.audit import audit_room
-from infrastructure.postgres import ID_SHIFT, GroupCommit
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_room
+from dune_ledger.infrastructure.postgres import ID_SHIFT, GroupCommit
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.conftest import database
 from tests.test_pg_lock import LAYOUT, Follower, skipped
 

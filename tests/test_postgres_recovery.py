@@ -25,8 +25,8 @@ import psycopg
 import pytest
 from psycopg.sql import SQL, Identifier
 
-from application.audit import audit_room
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_room
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.rules_support import BOX
 from tests.rules_support import ambassador_layout as layout
 from tests.rules_support import ambassador_seats as seats
@@ -37,7 +37,7 @@ IN_FLIGHT = ("in_flight_completed", "in_flight_terminated")
 
 def doomed(url: str, room: str, seat: str, command: dict[str, Any], point: str,
            ready: Any, go: Any) -> None:
-    from application.rooms import RoomsApp
+    from dune_ledger.application.rooms import RoomsApp
 
     if point == "committed":
         save = RoomsApp.save

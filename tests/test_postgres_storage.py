@@ -7,10 +7,10 @@ from uuid import UUID, uuid4
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from application.audit import audit_room, state_hash
-from application.stream import project_room
-from domain.errors import Rejection
-from infrastructure.storage import UsageError, environment, open_rooms
+from dune_ledger.application.audit import audit_room, state_hash
+from dune_ledger.application.stream import project_room
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.infrastructure.storage import UsageError, environment, open_rooms
 from tests.conftest import database
 from tests.support import layout
 
@@ -19,13 +19,13 @@ def test_url_and_pool_settings_reach_the_library(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("DUNE_LEDGER_PG_POOL_SIZE", "3")
     monkeypatch.setenv("DUNE_LEDGER_PG_LOCK_TIMEOUT", "7")
     env = environment("postgresql://alice:s%40cret@db.example:6543/rooms")
-    assert env["PERSISTENCE_MODULE"] == "infrastructure.postgres:RoomsPostgresFactory"
+    assert env["PERSISTENCE_MODULE"] == "dune_ledger.infrastructure.postgres:RoomsPostgresFactory"
     assert (env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]) == (
         "db.example", "6543", "rooms")
     assert (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]) == ("alice", "s@cret")
     assert env["POSTGRES_POOL_SIZE"] == "3" and env["POSTGRES_LOCK_TIMEOUT"] == "7"
     assert env["POSTGRES_MAX_OVERFLOW"] == "8"
-    assert env["APPLICATION_RECORDER_TOPIC"] == "infrastructure.postgres:RoomsRecorder"
+    assert env["APPLICATION_RECORDER_TOPIC"] == "dune_ledger.infrastructure.postgres:RoomsRecorder"
     monkeypatch.setenv("APPLICATION_RECORDER_TOPIC", "tests.test_pg_lock:UnboundedRecorder")
     assert environment("postgresql://db/rooms")["APPLICATION_RECORDER_TOPIC"] == (
         "tests.test_pg_lock:UnboundedRecorder")
@@ -176,7 +176,7 @@ def test_processes_that_open_one_store_at_once_create_its_tables_in_turn() -> No
 
     from eventsourcing.utils import Environment
 
-    from infrastructure.postgres import RoomsPostgresFactory, RoomsRecorder
+    from dune_ledger.infrastructure.postgres import RoomsPostgresFactory, RoomsRecorder
 
     with database("dl_test_ddl") as url:
         env = environment(url)

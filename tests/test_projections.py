@@ -14,13 +14,13 @@ import orjson
 import pytest
 from eventsourcing.persistence import Tracking
 
-from application.audit import audit_room
-from infrastructure.demo import BOX_LAYOUT
-from infrastructure.storage import open_rooms
-from infrastructure.worker import Worker
-from projections.follow import Positions, ReadModelProjection
-from projections.read_models import ReadModels, _fold_rows, fresh_rows, fresh_snapshot
-from projections.store import PUBLIC, Sealer, SQLiteStore, entry_at
+from dune_ledger.application.audit import audit_room
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.worker import Worker
+from dune_ledger.projections.follow import Positions, ReadModelProjection
+from dune_ledger.projections.read_models import ReadModels, _fold_rows, fresh_rows, fresh_snapshot
+from dune_ledger.projections.store import PUBLIC, Sealer, SQLiteStore, entry_at
 
 BOX = "nullentropy-box"
 
@@ -237,7 +237,7 @@ def test_wait_for_a_version_written_by_another_process(tmp_path):
 
 
 def cli(url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", url, *args],
+    return subprocess.run([sys.executable, "-m", "dune_ledger", "--db", url, *args],
                           capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
@@ -268,8 +268,8 @@ def test_cli_rebuild_worker_and_wait_flag(tmp_path):
 
 def test_the_guard_withholds_a_view_or_entry_that_would_leak(monkeypatch):
     """Fail closed: a rule module shaping a leaky view or log line gets it withheld."""
-    from domain import views
-    from domain.events import CardRetrieved
+    from dune_ledger.domain import views
+    from dune_ledger.domain.events import CardRetrieved
 
     real_view, real_public = views.seat_view, CardRetrieved.public
 
@@ -299,7 +299,7 @@ def test_the_guard_withholds_a_view_or_entry_that_would_leak(monkeypatch):
 
 
 def test_a_damaged_stream_quarantines_its_room_not_the_others(tmp_path):
-    from domain.errors import Rejection
+    from dune_ledger.domain.errors import Rejection
 
     path = tmp_path / "damaged.db"
     with open_rooms(f"sqlite:///{path}") as app:
@@ -326,8 +326,8 @@ def parsed_rows(room: str, records: list[Any]) -> dict[str, Any]:
 def test_the_one_fold_rebuild_equals_the_projectors_rebuild(monkeypatch):
     """The audit's rebuild (one fold, the projectors' row makers) stores what the
     projectors store, withheld rows included, and falls back to them for a damaged stream."""
-    from domain import views
-    from domain.events import CardRetrieved
+    from dune_ledger.domain import views
+    from dune_ledger.domain.events import CardRetrieved
 
     real_public, real_view = CardRetrieved.public, views.seat_view
     with open_rooms("memory://") as app:
@@ -399,9 +399,9 @@ def test_the_read_model_check_reuses_the_audits_fold(monkeypatch):
     be applied they are not used, and the check says what it says without them."""
     from dataclasses import replace
 
-    from application.audit import audit_records
-    from domain.events import CardDrawn, CardRetrieved
-    from projections.read_models import RoomRows
+    from dune_ledger.application.audit import audit_records
+    from dune_ledger.domain.events import CardDrawn, CardRetrieved
+    from dune_ledger.projections.read_models import RoomRows
 
     real_public = CardRetrieved.public
     with open_rooms("memory://") as app:
@@ -451,7 +451,7 @@ def test_the_read_model_check_reuses_the_audits_fold(monkeypatch):
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
 def test_the_least_position_is_zero_until_every_projection_has_one(
         kind: str, tmp_path: Any, request: pytest.FixtureRequest) -> None:
-    from projections.store import MemoryStore, Store
+    from dune_ledger.projections.store import MemoryStore, Store
 
     if kind == "postgresql":
         app = open_rooms(request.getfixturevalue("pg_url"))

@@ -14,8 +14,8 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from application.audit import audit_room
-from infrastructure.http import create_app
+from dune_ledger.application.audit import audit_room
+from dune_ledger.infrastructure.http import create_app
 from tests.support import layout, opened
 from tests.test_http import ADMIN, auth
 
@@ -112,7 +112,7 @@ def test_room_view_on_the_command_line_refuses_a_room_whose_chain_broke(
         url: str, capfd: pytest.CaptureFixture[str]) -> None:
     """The read models were built before the events were edited: they still look fine,
     and `room view` must not serve them (HTTP refuses at its token check)."""
-    from infrastructure.cli import main
+    from dune_ledger.infrastructure.cli import main
     from tests.test_damaged_rooms import played, update
 
     with opened(url) as app:

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import Tracking
 
-from application.audit import audit_room
-from infrastructure.demo import BOX_LAYOUT
-from infrastructure.storage import open_rooms
-from infrastructure.worker import Worker
-from projections.follow import Positions, ReadModelProjection, subscription_runner
-from projections.read_models import ReadModels
-from projections.store import PostgresStore
+from dune_ledger.application.audit import audit_room
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.worker import Worker
+from dune_ledger.projections.follow import Positions, ReadModelProjection, subscription_runner
+from dune_ledger.projections.read_models import ReadModels
+from dune_ledger.projections.store import PostgresStore
 from tests.conftest import database
 from tests.test_projections import everything, follow_together, fresh, items, play
 

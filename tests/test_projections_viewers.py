@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from domain.nullentropy import display_order
-from infrastructure.storage import open_rooms
+from dune_ledger.domain.nullentropy import display_order
+from dune_ledger.infrastructure.storage import open_rooms
 from tests import leaks
 
 BOX = "nullentropy-box"

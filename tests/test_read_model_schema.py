@@ -13,8 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from infrastructure.storage import open_rooms
-from projections.store import READ_MODEL_VERSION
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.projections.store import READ_MODEL_VERSION
 from tests.conftest import database
 from tests.support import layout
 
@@ -97,7 +97,7 @@ def test_an_older_version_refuses_the_read_models_of_a_newer_one(tmp_path: Path)
     played(url)
     with sqlite3.connect(tmp_path / "rooms.db") as db:
         db.execute(f"UPDATE dl_schema SET version = {READ_MODEL_VERSION + 1}")
-    from projections.store import ReadModelsTooNew
+    from dune_ledger.projections.store import ReadModelsTooNew
 
     with pytest.raises(ReadModelsTooNew, match="newer"):
         open_rooms(url)
@@ -106,6 +106,6 @@ def test_an_older_version_refuses_the_read_models_of_a_newer_one(tmp_path: Path)
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", url, "room",
+    done = subprocess.run([sys.executable, "-m", "dune_ledger", "--db", url, "room",
                            "log", "x"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "newer" in done.stderr and "Traceback" not in done.stderr

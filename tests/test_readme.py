@@ -37,7 +37,7 @@ def test_the_quick_start_runs_as_written(tmp_path: Path):
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     script = bin_dir / "dune-ledger"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m infrastructure.cli "$@"\n')
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m dune_ledger "$@"\n')
     script.chmod(0o755)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", quick_start()],

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from application.audit import audit_records, audit_room, state_hash
-from domain.rules import replay
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_records, audit_room, state_hash
+from dune_ledger.domain.rules import replay
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 
 SEATS = ["richese", "emperor", "harkonnen"]

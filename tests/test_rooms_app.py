@@ -8,13 +8,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-import application.rooms as rooms_module
-from application.audit import audit_room, state_hash
-from application.stream import Recorded
-from domain import commands as c
-from domain.errors import Rejection
-from domain.rules import HANDLERS, replay
-from infrastructure.storage import RoomMapper, open_rooms
+import dune_ledger.application.rooms as rooms_module
+from dune_ledger.application.audit import audit_room, state_hash
+from dune_ledger.application.stream import Recorded
+from dune_ledger.domain import commands as c
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.rules import HANDLERS, replay
+from dune_ledger.infrastructure.storage import RoomMapper, open_rooms
 from tests.support import Factory, layout
 
 BOX = "nullentropy-box"
@@ -409,7 +409,7 @@ def test_a_whole_stream_reads_as_the_library_reads_it(storage: str, tmp_path: Pa
     stored bytes the chain hash covers. It leaves the collector as it found it."""
     import gc
 
-    from domain.events import CardDrawn
+    from dune_ledger.domain.events import CardDrawn
 
     def fields(r: Recorded) -> tuple[object, ...]:
         return (type(r.originator_id), r.originator_id, r.originator_version, type(r.fact),

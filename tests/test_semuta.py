@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from application.audit import audit_room
-from domain.actions import actions
-from domain.nullentropy import candidates
-from domain.state import Commitment
-from domain.views import public_view, seat_view
-from infrastructure.storage import open_rooms
+from dune_ledger.application.audit import audit_room
+from dune_ledger.domain.actions import actions
+from dune_ledger.domain.nullentropy import candidates
+from dune_ledger.domain.state import Commitment
+from dune_ledger.domain.views import public_view, seat_view
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.rules_support import (
     BOX,
     close_search,

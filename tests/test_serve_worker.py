@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from application.audit import audit_room
+from dune_ledger.application.audit import audit_room
 from tests.rules_support import BOX, layout
 from tests.support import opened
 from tests.test_http import free_port
@@ -54,7 +54,7 @@ def env() -> dict[str, str]:
 
 @contextmanager
 def processes(*argvs: list[str]) -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs = [subprocess.Popen([sys.executable, "-m", "infrastructure.cli", *argv], env=env(),
+    procs = [subprocess.Popen([sys.executable, "-m", "dune_ledger", *argv], env=env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for argv in argvs]
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infrastructure import storage
+from dune_ledger.infrastructure import storage
 
 
 def test_an_existing_database_file_is_not_opened_to_set_its_mode(

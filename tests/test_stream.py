@@ -16,8 +16,8 @@ import orjson
 import pytest
 import uvicorn
 
-from infrastructure.http import AccessLogRedaction, create_app, redact_url
-from infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.http import AccessLogRedaction, create_app, redact_url
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 from tests.test_http import ADMIN, auth, free_port
 
@@ -214,8 +214,8 @@ def test_each_keep_alive_rechecks_the_token_against_the_stored_room(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Should the follower miss a change (here: it misses every one), the keep-alive
     still finds a reissued token: the stream sends its pings, then ends."""
-    from infrastructure import http
-    from infrastructure.watch import RoomWatch
+    from dune_ledger.infrastructure import http
+    from dune_ledger.infrastructure.watch import RoomWatch
 
     monkeypatch.setattr(http, "KEEPALIVE", 0.3)
     monkeypatch.setattr(RoomWatch, "_scan", lambda self: [])

@@ -1,6 +1,6 @@
 import pytest
 
-from infrastructure.strict_json import JSONInputError, loads
+from dune_ledger.infrastructure.strict_json import JSONInputError, loads
 
 
 def test_plain_json_decodes() -> None:

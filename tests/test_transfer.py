@@ -13,14 +13,19 @@ from uuid import UUID
 import orjson
 import pytest
 
-from application.audit import audit_room
-from application.rooms import RoomsApp, token_hash
-from application.stream import APPEND, Recorded, chain_hash, signed
-from domain.events import CardDrawn
-from infrastructure.demo import play_demo
-from infrastructure.keys import Keys, init_key_file, public_key_info
-from infrastructure.storage import open_rooms
-from infrastructure.transfer import ImportRefused, export_rooms, import_rooms, parse_export
+from dune_ledger.application.audit import audit_room
+from dune_ledger.application.rooms import RoomsApp, token_hash
+from dune_ledger.application.stream import APPEND, Recorded, chain_hash, signed
+from dune_ledger.domain.events import CardDrawn
+from dune_ledger.infrastructure.demo import play_demo
+from dune_ledger.infrastructure.keys import Keys, init_key_file, public_key_info
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.transfer import (
+    ImportRefused,
+    export_rooms,
+    import_rooms,
+    parse_export,
+)
 from tests.support import layout, long_room, opened
 from tests.test_audit_parts import room_key, tables, tamper
 
@@ -144,7 +149,7 @@ def test_an_empty_or_foreign_file_is_refused():
 def test_an_import_into_an_encrypted_store_is_stored_encrypted(tmp_path: Path):
     """The same key file, now with a cipher key: the rows are sealed by the mapper, the
     signatures still verify, and the database file names no hidden card."""
-    from infrastructure.keys import init_key_file
+    from dune_ledger.infrastructure.keys import init_key_file
 
     plain_key, sealed_key = tmp_path / "plain.key", tmp_path / "sealed.key"
     init_key_file(plain_key)
@@ -286,7 +291,7 @@ def nothing_stored(app: RoomsApp, room: str) -> bool:
 @pytest.mark.parametrize("edit", [richer_emperor, planted_tokens])
 def test_a_forged_export_is_refused_with_nothing_stored(url: str, tmp_path: Path, edit,
                                                         capsys: pytest.CaptureFixture[str]):
-    from infrastructure.cli import main
+    from dune_ledger.infrastructure.cli import main
 
     # A room this server signed, in another of its stores (the same key file).
     with open_rooms(f"sqlite:///{tmp_path / 'source.db'}") as source:
@@ -313,7 +318,7 @@ def test_a_forged_export_is_refused_with_nothing_stored(url: str, tmp_path: Path
 
 def test_an_export_from_another_key_needs_trust_key_and_keeps_verifying(
         url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    from infrastructure.cli import main
+    from dune_ledger.infrastructure.cli import main
 
     other = tmp_path / "other-site.key"
     with open_rooms(f"sqlite:///{tmp_path / 'other.db'}", key_file=str(other)) as source:

@@ -16,7 +16,7 @@ import orjson
 import psycopg
 import pytest
 
-from infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.storage import open_rooms
 from tests.conftest import database
 from tests.support import layout
 
@@ -61,7 +61,7 @@ def applied_up_to_head(admin_url: str, dbname: str) -> bool:
 def test_the_worker_opens_the_store_again_after_its_connections_are_cut(
         own_pg: str, pg_admin_url: str, tmp_path: Path):
     env = {**os.environ, "DUNE_LEDGER_LOG_FORMAT": "json"}
-    proc = subprocess.Popen([sys.executable, "-m", "infrastructure.cli", "--db", own_pg,
+    proc = subprocess.Popen([sys.executable, "-m", "dune_ledger", "--db", own_pg,
                              "worker", "--interval", "0.1"], stderr=subprocess.PIPE,
                             text=True, cwd=tmp_path, env=env)
     try:

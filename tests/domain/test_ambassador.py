@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.errors import LayoutError, Rejection
-from domain.layout import build_room, parse_layout
-from domain.rules import Tx, apply
-from domain.state import RoomState
-from domain.views import public_view, seat_view
+from dune_ledger.domain.errors import LayoutError, Rejection
+from dune_ledger.domain.layout import build_room, parse_layout
+from dune_ledger.domain.rules import Tx, apply
+from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.views import public_view, seat_view
 from tests.rules_support import (
     ALL_CARDS,
     BOX,

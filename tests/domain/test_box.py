@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from domain import catalog
-from domain.catalog import Card
-from domain.errors import Rejection
-from domain.state import RoomState
-from domain.views import public_view, seat_view
+from dune_ledger.domain import catalog
+from dune_ledger.domain.catalog import Card
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.views import public_view, seat_view
 from tests.support import Counting, layout, rejected, run, state_of
 
 BOX = "nullentropy-box"
@@ -220,8 +220,8 @@ def test_the_lock_keeps_seat_control_available():
 
 
 def test_custody_primitives_refuse_while_a_search_is_open():
-    from domain.custody import discard_card, draw_card
-    from domain.rules import Tx
+    from dune_ledger.domain.custody import discard_card, draw_card
+    from dune_ledger.domain.rules import Tx
 
     state = begin(state_of(layout())).state
     for act in (lambda tx: draw_card(tx, "emperor"),
@@ -297,7 +297,7 @@ def test_draw_recycles_the_pile_only_into_an_empty_deck():
     raw = layout(deck=["lasgun"], discard=["shield-1", "kulon"], removed=[])
     raw["richese_cache"] = None
     # Put every other card out of the way so the deck can be staged.
-    from domain.catalog import room_cards
+    from dune_ledger.domain.catalog import room_cards
 
     placed = {"nullentropy-box", "crysknife", "karama-1", "shield-2", "chaumas", "lasgun",
               "shield-1", "kulon"}

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from domain.state import COMMITMENT_KINDS
-from domain.views import seat_view
+from dune_ledger.domain.state import COMMITMENT_KINDS
+from dune_ledger.domain.views import seat_view
 from tests.rules_support import (
     BOX,
     assert_lock_round_trip,

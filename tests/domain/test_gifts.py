@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.views import WINDOW_SAYS, public_view, seat_view
+from dune_ledger.domain.views import WINDOW_SAYS, public_view, seat_view
 from tests.rules_support import (
     BOX,
     close_search,

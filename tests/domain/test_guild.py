@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from domain.actions import actions
-from domain.nullentropy import candidates
+from dune_ledger.domain.actions import actions
+from dune_ledger.domain.nullentropy import candidates
 from tests.rules_support import (
     BOX,
     close_search,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.views import TRUTHTRANCE_SAYS, public_view, seat_view
+from dune_ledger.domain.views import TRUTHTRANCE_SAYS, public_view, seat_view
 from tests.rules_support import (
     BOX,
     assert_lock_round_trip,

@@ -24,7 +24,7 @@ def played(root: Path) -> list[list[Any]]:
     sys.path.insert(0, str(root / "scripts"))
     import make_golden  # type: ignore[import-not-found]
 
-    from infrastructure.storage import open_rooms
+    from dune_ledger.infrastructure.storage import open_rooms
 
     make_golden.datetime = Fixed  # its window_deadline play reads the clock
     out = []
