@@ -474,7 +474,7 @@ def bench_memory(storage: str, tmp: Path, count: int) -> dict[str, Any]:
         say(f"{count} rooms with an open search in {time.perf_counter() - started:.1f} s")
         imports = "\n".join(f"import {m}" for m in WORKER_MODULES)
         started = time.perf_counter()
-        worker = child_rss(tmp, imports, f"infrastructure.cli.main(['--db', {url!r}, "
+        worker = child_rss(tmp, imports, f"dune_ledger.infrastructure.cli.main(['--db', {url!r}, "
                            "'worker', '--once'])", "worker", timeout=3600)
         seconds = time.perf_counter() - started
         bare = child_rss(tmp, imports, "0", "bare", timeout=600)
