@@ -26,7 +26,8 @@ import orjson
 from dune_ledger.domain.catalog import EXPANSIONS, FACTIONS, room_cards
 from dune_ledger.domain.errors import LayoutError, Rejection
 from dune_ledger.infrastructure import observability, strict_json
-from dune_ledger.infrastructure.storage import DEFAULT_URL, UsageError, open_rooms
+from dune_ledger.infrastructure.errors import UsageError
+from dune_ledger.infrastructure.storage import DEFAULT_URL, open_rooms
 from dune_ledger.projections.store import ReadModelsTooNew
 
 PROG = "dune-ledger"
@@ -495,7 +496,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_table(args: argparse.Namespace) -> int:
     from dune_ledger.infrastructure.demo import DEMO_URL
-    from dune_ledger.infrastructure.page import serve_table
+    from dune_ledger.infrastructure.table import serve_table
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         raise Exit(2, "the demo table serves only on a loopback address (127.0.0.1, ::1)")

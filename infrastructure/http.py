@@ -47,8 +47,8 @@ from dune_ledger.domain.errors import LayoutError, Rejection
 from dune_ledger.domain.layout import Layout
 from dune_ledger.infrastructure import http_models as m
 from dune_ledger.infrastructure import observability
+from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.page import router as page_router
-from dune_ledger.infrastructure.storage import UsageError
 from dune_ledger.infrastructure.strict_json import JSONInputError, loads
 from dune_ledger.infrastructure.watch import (
     PUBLIC,

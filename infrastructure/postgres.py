@@ -47,6 +47,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from dune_ledger.application.rooms import AppendRetried
+from dune_ledger.infrastructure.errors import UsageError
 
 MAX_PARAMETERS = 65535  # PostgreSQL's limit on one statement's parameters
 MAX_EVENTS_PER_APPEND = (MAX_PARAMETERS - 1) // 4
@@ -765,7 +766,6 @@ class RoomsPostgresFactory(PostgresFactory):
             seconds = (self.env.get("DUNE_LEDGER_PG_STATEMENT_TIMEOUT") or "").strip() or \
                 STATEMENT_TIMEOUT
             if not seconds.isdigit():
-                from dune_ledger.infrastructure.storage import UsageError
 
                 raise UsageError("DUNE_LEDGER_PG_STATEMENT_TIMEOUT must be a whole number of "
                                  f"seconds, not '{seconds}'")
@@ -789,7 +789,6 @@ class RoomsPostgresFactory(PostgresFactory):
             # (scripts/bench_group_commit.py, docs/benchmarks.md).
             grouped = (self.env.get("DUNE_LEDGER_PG_GROUP_COMMIT") or "no").strip().lower()
             if grouped not in ("yes", "no", "1", "0"):
-                from dune_ledger.infrastructure.storage import UsageError
 
                 raise UsageError("DUNE_LEDGER_PG_GROUP_COMMIT must be yes or no, "
                                  f"not '{grouped}'")

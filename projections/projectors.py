@@ -16,14 +16,14 @@ from typing import Any
 
 import orjson
 
-from dune_ledger.application import autopilot
 from dune_ledger.application.stream import Recorded, SeatTokenReissued, Undecodable
 from dune_ledger.domain import fairness, views
 from dune_ledger.domain.events import RoomCreated
 from dune_ledger.domain.rules import apply, initial_state
 from dune_ledger.domain.state import RoomState
 from dune_ledger.projections import guard
-from dune_ledger.projections.store import PUBLIC, Autopilot, Entry, Store, Writes, seats_json
+from dune_ledger.projections.autopilot_rows import Autopilot, autopilot_row
+from dune_ledger.projections.store import PUBLIC, Entry, Store, Writes
 
 # The stored event (or a row that cannot be read) and its notification id.
 Item = tuple[Recorded | Undecodable, int]
@@ -249,21 +249,6 @@ class RoomStates:
         while len(self.cache) > self.size:
             self.cache.popitem(last=False)
         return state
-
-
-def autopilot_row(room: str, state: RoomState) -> Autopilot:
-    """The room's autopilot seats, and whether the worker must look at it now: one of
-    them is asked for something, or a window with a deadline is open."""
-    seats: dict[str, str] = {s.faction: s.autopilot for s in state.seats
-                             if s.autopilot is not None}
-    window = state.control.response
-    due = (window is not None and window.deadline is not None) or any(
-        autopilot.has_prompt(views.seat_view(state, faction)) for faction in seats)
-    return room, seats_json(seats), due
-
-
-def autopilot_entry(room: str, state_json: str) -> Autopilot:
-    return autopilot_row(room, RoomState.model_validate_json(state_json))
 
 
 def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:

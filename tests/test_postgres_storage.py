@@ -10,7 +10,8 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from dune_ledger.application.audit import audit_room, state_hash
 from dune_ledger.application.stream import project_room
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.infrastructure.storage import UsageError, environment, open_rooms
+from dune_ledger.infrastructure.errors import UsageError
+from dune_ledger.infrastructure.storage import environment, open_rooms
 from tests.conftest import database
 from tests.support import layout
 
