@@ -570,6 +570,17 @@ def command_types() -> str:
             "expected_version):\n" + "\n".join(lines))
 
 
+def command(parent: Any, name: str, help: str, *example: str,
+            epilog: str = "") -> argparse.ArgumentParser:
+    """A subcommand with its examples, taking --db after its name too."""
+    text = examples(*example) + (f"\n\n{epilog}" if epilog else "") if example else epilog
+    parser: argparse.ArgumentParser = parent.add_parser(
+        name, help=help, description=help, epilog=text or None, formatter_class=Formatter)
+    # --db after the subcommand too; SUPPRESS: absent, it leaves the global one alone.
+    parser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog=PROG, formatter_class=Formatter,
                description="Treachery-card custody for GF9 Dune rooms: an event-sourced "
@@ -582,15 +593,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", help=DB_HELP)
     p.add_argument("--version", action="version", version=f"{PROG} {version()}")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
-
-    def command(parent: Any, name: str, help: str, *example: str,
-                epilog: str = "") -> argparse.ArgumentParser:
-        text = examples(*example) + (f"\n\n{epilog}" if epilog else "") if example else epilog
-        parser: argparse.ArgumentParser = parent.add_parser(
-            name, help=help, description=help, epilog=text or None, formatter_class=Formatter)
-        # --db after the subcommand too; SUPPRESS: absent, it leaves the global one alone.
-        parser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
-        return parser
 
     demo = command(sub, "demo", "play two scripted rooms (a Box search, an Ambassador "
                    "purchase) and print a short summary; its rooms go to "
@@ -606,6 +608,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"comma-separated, of: {','.join(EXPANSIONS)} (none: the base game)")
     cat.set_defaults(fn=cmd_catalog)
 
+    add_room_commands(sub)
+    add_chain_commands(sub)
+    add_service_commands(sub)
+    p.set_defaults(fn=lambda args: usage(p))
+    return p
+
+
+def add_room_commands(sub: Any) -> None:
+    """`room` and its actions: create, command and read rooms, end them."""
     room = command(sub, "room", "create, command and read rooms",
                    "dune-ledger room create examples/box.json",
                    "dune-ledger room view ROOM --as richese")
@@ -667,6 +678,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("room", metavar="ROOM", help="the room id")
     tr.set_defaults(fn=cmd_room_transcript)
 
+
+def add_chain_commands(sub: Any) -> None:
+    """What checks or moves stored streams: verify, audit, export, import."""
     ver = command(sub, "verify", "check an ended room's transcript: commitment, every "
                   "shuffle and sample, every draw, hashes, signatures, replay (exit 1 on a "
                   "failure; docs/fairness.md)",
@@ -712,6 +726,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "the source's `dune-ledger keys show` prints it)")
     imp.set_defaults(fn=cmd_import)
 
+
+def add_service_commands(sub: Any) -> None:
+    """The long-running processes and their keys: worker, projections, keys, serve, table."""
     worker = command(sub, "worker", "follow the event log: read models, autopilot seats, "
                      "window deadlines; reconnects with backoff when the store goes away",
                      "dune-ledger worker", "dune-ledger worker --once")
@@ -761,9 +778,6 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--host", default="127.0.0.1", help="loopback address to listen on")
     table.add_argument("--port", type=port_number, default=8000, help="port to listen on")
     table.set_defaults(fn=cmd_table)
-    # --- keys (the storage helper's) and other commands are added here ---
-    p.set_defaults(fn=lambda args: usage(p))
-    return p
 
 
 def usage(parser: argparse.ArgumentParser) -> int:
