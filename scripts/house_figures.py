@@ -109,7 +109,7 @@ class Trace:
     """Project calls recorded by a profile function while `on`."""
 
     on: bool = False
-    calls: list[Call] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)  # of the current recording
     frames: set[FrameType] = field(default_factory=set)  # kept: ids are not reused
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -131,16 +131,25 @@ class Trace:
             self.calls.append(Call(file, function, callee, code.co_qualname))
 
     @contextmanager
-    def threads(self) -> Iterator[Trace]:
+    def recording(self) -> Iterator[list[Call]]:
+        """The calls made meanwhile."""
+        calls: list[Call] = []
+        self.calls, self.on = calls, True
+        try:
+            yield calls
+        finally:
+            self.on = False
+
+    @contextmanager
+    def threads(self) -> Iterator[None]:
         """Record in this thread and in every thread started meanwhile."""
         threading.setprofile(self.profile)
         sys.setprofile(self.profile)
         try:
-            yield self
+            yield
         finally:
             sys.setprofile(None)
             threading.setprofile(None)
-            self.on = False
 
 
 def enclosing(frame: FrameType | None) -> tuple[str, str] | None:
@@ -176,8 +185,9 @@ def path_figures(calls: list[Call]) -> dict[str, Any]:
     }
 
 
-def box_command_path() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The traced Box command's figures, then the stream refresh's after it."""
+def traced_paths() -> dict[str, list[Call]]:
+    """The project calls of a Box command, of the seat's `GET /view` after it, and of
+    the stream's refresh of the room after it."""
     from fastapi.testclient import TestClient
 
     from dune_ledger.infrastructure.http import create_app
@@ -186,39 +196,49 @@ def box_command_path() -> tuple[dict[str, Any], dict[str, Any]]:
     box = json.loads((repository() / "examples" / "box.json").read_text())
     begin = {"type": "begin_search", "card": "nullentropy-box"}
     admin = {"Authorization": "Bearer house"}
+    paths: dict[str, list[Call]] = {}
     trace = Trace()
-    with TemporaryDirectory() as keys, signing_key(Path(keys) / "house.key"), \
-            open_rooms("memory://") as rooms, trace.threads():
-        with TestClient(create_app(rooms, admin_token="house")) as client:
+    with (TemporaryDirectory() as keys, signing_key(Path(keys) / "house.key"),
+          open_rooms("memory://") as rooms, trace.threads(),
+          TestClient(create_app(rooms, admin_token="house")) as client):
 
-            def create() -> tuple[str, dict[str, str]]:
-                created = client.post("/rooms", json=box, headers=admin)
-                assert created.status_code == 201, created.text
-                body = created.json()
-                return body["room"], {"Authorization": f"Bearer {body['seats']['richese']}"}
+        def create() -> tuple[str, dict[str, str]]:
+            created = client.post("/rooms", json=box, headers=admin)
+            assert created.status_code == 201, created.text
+            body = created.json()
+            return body["room"], {"Authorization": f"Bearer {body['seats']['richese']}"}
 
-            def command(room: str, owner: dict[str, str]) -> None:
-                posted = client.post(f"/rooms/{room}/commands", json=begin, headers=owner)
-                assert posted.status_code == 200 and posted.json()["ok"], posted.text
+        def command(room: str, owner: dict[str, str]) -> None:
+            posted = client.post(f"/rooms/{room}/commands", json=begin, headers=owner)
+            assert posted.status_code == 200 and posted.json()["ok"], posted.text
 
-            # The warm-up: one room's search, so imports and caches do not count.
-            warm, warm_owner = create()
-            command(warm, warm_owner)
-            # The traced room as a player finds it: its page open (the view read), the
-            # room kept in memory.
-            room, owner = create()
+        def view(room: str, owner: dict[str, str]) -> None:
             assert client.get(f"/rooms/{room}/view", headers=owner).status_code == 200
-            stream = stream_refresh(rooms)
-            stream(warm)
-            trace.on = True
+
+        def opened() -> tuple[str, dict[str, str]]:
+            """A room as a player finds it: its page open (the view read), the room
+            kept in memory."""
+            room, owner = create()
+            view(room, owner)
+            return room, owner
+
+        # Each traced step follows a command its room has not been read since; the
+        # warm-up goes through all of them once, so imports and caches do not count.
+        refresh = stream_refresh(rooms)
+        warm, warm_owner = opened()
+        command(warm, warm_owner)
+        refresh(warm)
+        view(warm, warm_owner)
+        room, owner = opened()
+        with trace.recording() as paths["box_command"]:
             command(room, owner)
-            trace.on = False
-        traced = path_figures(trace.calls)
-        stream_trace = Trace()
-        with stream_trace.threads():
-            stream_trace.on = True
-            stream(room)
-        return traced, path_figures(stream_trace.calls)
+        with trace.recording() as paths["stream_view"]:
+            refresh(room)
+        read, reader = opened()
+        command(read, reader)
+        with trace.recording() as paths["seat_view"]:
+            view(read, reader)
+    return paths
 
 
 @contextmanager
@@ -255,6 +275,15 @@ def find_attribute(package: str, name: str) -> Any:
         if found is not None:
             return found
     raise LookupError(f"no {name} in {package}")
+
+
+def application_entries(calls: list[Call]) -> list[str]:
+    """The application functions a read calls from outside the application layer: the
+    query path it takes."""
+    return list(dict.fromkeys(
+        f"{c.callee} {c.function}" for c in calls
+        if layer(c.callee) == "application" and c.caller is not None
+        and layer(c.caller) not in ("application", "domain")))
 
 
 # --- 3: import circles ----------------------------------------------------------------------
@@ -388,7 +417,12 @@ def figures(trace: bool = True) -> dict[str, Any]:
     longest = functions()
     out: dict[str, Any] = {}
     if trace:
-        out["box_command"], out["stream_view"] = box_command_path()
+        paths = traced_paths()
+        out["box_command"] = path_figures(paths["box_command"])
+        out["stream_view"] = path_figures(paths["stream_view"])
+        out["read_path"] = {
+            "GET /view": application_entries(paths["seat_view"]),
+            "stream": application_entries(paths["stream_view"])}
     circles = import_circles()
     out["import_circles"] = {"count": len(circles), "circles": circles}
     out["functions"] = {"over_80": sum(f.lines > LONG for f in longest),
@@ -412,6 +446,11 @@ def table(out: dict[str, Any]) -> str:
                   "    entries (call sites)  file, in the order first entered",
                   *(f"    {n:>7} ({path['entry_sites'][f]:>3})         {f}"
                     for f, n in path["entries"].items()), ""]
+    if "read_path" in out:
+        lines.append("The application functions a seat view is read through")
+        for path, entries in out["read_path"].items():
+            lines += [f"  {path}:", *(f"    {e}" for e in entries)]
+        lines.append("")
     circles = out["import_circles"]
     lines.append(f"Import circles: {circles['count']}")
     lines += circle_lines(circles["circles"])
