@@ -3,7 +3,21 @@
 1. A Box command's path: one `POST /rooms/{room}/commands` with a `begin_search`, through
    FastAPI's TestClient over a RoomsApp on `memory://`, traced with `sys.setprofile` in
    every thread, the whole request (dependencies, route handler, the stored event, the
-   response). Only frames whose file lies in the package's folders count.
+   response). Only frames whose file lies in the package's folders count. Two measures:
+   - its main line: the chain of calls a reader follows from the route to the stored
+     event. A moment of the main line is each construction of a domain event (a call to
+     `__init__` of a subclass of `dune_ledger.domain.events.Event`: the decision emitting
+     `FeePaid`, `SearchOpened`, ...) and each write of the stored events (the outermost
+     call of an `insert_events` of eventsourcing's recorder or of a project recorder). At
+     each moment its stack is taken: the project frames, from the outermost (the route
+     handler) to the innermost; a thread the work was handed to continues the stack of
+     the handing frames still running (the route handler awaiting the command run off
+     the event loop). The main-line files: every file on those stacks, in the order first
+     seen. An entry of a file on a stack: a maximal run of consecutive frames in it (a
+     stack http -> rooms -> stream -> rooms enters rooms twice); a file's figure is its
+     most entries on one moment's stack, the path's the largest of those.
+   - the files touched: every project file any call enters, however short (a leaf helper
+     called in a loop is entered as often as it is called).
 2. A seat view pushed over the stream: the stream's refresh of one room, traced, after a
    command (the read models catch up, the room's views are read); and the application
    functions it and `GET /view` read a view through (one read path, or two).
@@ -11,15 +25,16 @@
    `if TYPE_CHECKING:` do not run, so they do not count).
 4. The longest production functions (`ast`, nested functions on their own).
 
-A call's caller is the innermost project frame below it in its thread, library frames
-in between skipped (eventsourcing calling the mapper, pydantic a validator). A call with
-none below it was handed over from another thread (the command runs off the event loop):
-its caller is the file of the call recorded just before it. An entry is a call into a
-file from another file (or from outside the project); a crossing, a call between two
-project files; a layer change, a call between two top-level folders. Generator and
-coroutine resumptions and comprehensions are not calls.
+For the files touched: a call's caller is the innermost project frame below it in its
+thread, library frames in between skipped (eventsourcing calling the mapper, pydantic a
+validator). A call with none below it was handed over from another thread (the command
+runs off the event loop): its caller is the file of the call recorded just before it. An
+entry is a call into a file from another file (or from outside the project); a crossing,
+a call between two project files; a layer change, a call between two top-level folders.
+Generator and coroutine resumptions and comprehensions are not calls.
 
-Run from the repository root: `python -m scripts.house_figures [--json]`.
+Run from the repository root: `python -m scripts.house_figures [--json] [--verbose]`
+(`--verbose` prints the main line's stacks, the functions in each file).
 """
 
 from __future__ import annotations
@@ -27,6 +42,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import dis
 import importlib
 import json
 import os
@@ -38,10 +54,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
+from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from types import FrameType
 from typing import Any
+
+import eventsourcing
 
 import dune_ledger
 
@@ -49,6 +70,7 @@ PACKAGE = "dune_ledger"
 LONG = 80  # lines: the issue counts the production functions over this
 KEY_FILE_ENV = "DUNE_LEDGER_KEY_FILE"  # INTERFACE: the signing key's file
 COMPREHENSIONS = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"}
+RESUMABLE = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
 
 # --- the package's files ------------------------------------------------------------------
@@ -106,17 +128,43 @@ class Call:
 
 
 @dataclass
+class Moment:
+    """A domain event made, or the stored events written, and the main line to it."""
+
+    what: str  # the event's type, or `insert_events`
+    stack: list[tuple[str, str]]  # project frames (file, function), outermost first
+
+
+@dataclass
+class Recording:
+    calls: list[Call] = field(default_factory=list)
+    moments: list[Moment] = field(default_factory=list)
+
+
+@dataclass
 class Trace:
-    """Project calls recorded by a profile function while `on`."""
+    """Project calls, and the moments of the main line, recorded by a profile function
+    while `on`."""
 
     on: bool = False
-    calls: list[Call] = field(default_factory=list)  # of the current recording
+    now: Recording = field(default_factory=Recording)
     frames: set[FrameType] = field(default_factory=set)  # kept: ids are not reused
+    finished: set[FrameType] = field(default_factory=set)
+    # A thread's first project frame -> the logical stack that handed the work over.
+    handed: dict[FrameType, list[FrameType]] = field(default_factory=dict)
+    last: list[FrameType] = field(default_factory=list)  # the last call's logical stack
+    last_thread: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def profile(self, frame: FrameType, event: str, _: Any) -> None:
-        if not self.on or event != "call":
+        if not self.on:
             return
+        if event == "return":
+            self.returned(frame)
+            return
+        if event != "call":
+            return
+        self.moment(frame)
         code = frame.f_code
         callee = project_file(code.co_filename)
         if callee is None or code.co_name in COMPREHENSIONS:
@@ -126,18 +174,50 @@ class Trace:
                 return
             self.frames.add(frame)
             caller = enclosing(frame.f_back)
-            if caller is None and self.calls:  # handed over from another thread
-                caller = self.calls[-1].callee, self.calls[-1].function
+            if caller is None and self.now.calls:  # handed over from another thread
+                caller = self.now.calls[-1].callee, self.now.calls[-1].function
+                if self.last_thread != threading.get_ident():
+                    self.handed[frame] = [f for f in self.last if f not in self.finished]
             file, function = caller or (None, None)
-            self.calls.append(Call(file, function, callee, code.co_qualname))
+            self.now.calls.append(Call(file, function, callee, code.co_qualname))
+            self.last, self.last_thread = self.stack(frame), threading.get_ident()
+
+    def returned(self, frame: FrameType) -> None:
+        """Mark a project frame finished (a coroutine or generator that only yields is
+        not)."""
+        if frame in self.frames and not suspended(frame):
+            self.finished.add(frame)
+
+    def moment(self, frame: FrameType) -> None:
+        code = frame.f_code
+        if code.co_name == "__init__" and code.co_argcount:
+            made = frame.f_locals.get(code.co_varnames[0])
+            if isinstance(made, event_base()) and not initialising(frame.f_back, made):
+                self.now.moments.append(Moment(type(made).__name__, self.main_line(frame)))
+        elif code.co_name == "insert_events" and writes(code.co_filename) and not any(
+                f.f_code.co_name == "insert_events" for f in outward(frame.f_back)):
+            self.now.moments.append(Moment(code.co_name, self.main_line(frame)))
+
+    def stack(self, frame: FrameType | None) -> list[FrameType]:
+        """The project frames from `frame` outward, across the threads that handed the
+        work over, innermost first."""
+        found = [f for f in outward(frame) if project_file(f.f_code.co_filename) is not None]
+        if found and found[-1] in self.handed:
+            found += self.handed[found[-1]]
+        return found
+
+    def main_line(self, frame: FrameType) -> list[tuple[str, str]]:
+        with self.lock:
+            frames = self.stack(frame)
+        return [(project_file(f.f_code.co_filename) or "", f.f_code.co_qualname)
+                for f in reversed(frames) if f.f_code.co_name not in COMPREHENSIONS]
 
     @contextmanager
-    def recording(self) -> Iterator[list[Call]]:
-        """The calls made meanwhile."""
-        calls: list[Call] = []
-        self.calls, self.on = calls, True
+    def recording(self) -> Iterator[Recording]:
+        """The calls and moments meanwhile."""
+        self.now, self.on = Recording(), True
         try:
-            yield calls
+            yield self.now
         finally:
             self.on = False
 
@@ -153,14 +233,77 @@ class Trace:
             threading.setprofile(None)
 
 
+def outward(frame: FrameType | None) -> Iterator[FrameType]:
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
+
+
 def enclosing(frame: FrameType | None) -> tuple[str, str] | None:
     """The innermost project frame's file and function."""
-    while frame is not None:
-        file = project_file(frame.f_code.co_filename)
+    for f in outward(frame):
+        file = project_file(f.f_code.co_filename)
         if file is not None:
-            return file, frame.f_code.co_qualname
-        frame = frame.f_back
+            return file, f.f_code.co_qualname
     return None
+
+
+def suspended(frame: FrameType) -> bool:
+    """Whether a frame returning is a coroutine or generator that yields (to be
+    resumed), not one that ends."""
+    code = frame.f_code
+    return bool(code.co_flags & RESUMABLE) and \
+        dis.opname[code.co_code[frame.f_lasti]] == "YIELD_VALUE"
+
+
+@cache
+def event_base() -> type:
+    """The domain's base event class: every event the rules emit is made through it."""
+    return importlib.import_module(f"{PACKAGE}.domain.events").Event
+
+
+def initialising(frame: FrameType | None, made: object) -> bool:
+    """Whether `frame` is an `__init__` of `made` already (a subclass's calling its
+    base's): one event, made once."""
+    return frame is not None and frame.f_code.co_name == "__init__" and \
+        frame.f_code.co_argcount > 0 and \
+        frame.f_locals.get(frame.f_code.co_varnames[0]) is made
+
+
+@cache
+def writes(filename: str) -> bool:
+    """Whether an `insert_events` in `filename` is the store's write: the library's
+    recorders' or a project recorder's."""
+    library = Path(eventsourcing.__file__).resolve().parent
+    return project_file(filename) is not None or Path(filename).resolve().is_relative_to(library)
+
+
+def main_line_figures(moments: list[Moment]) -> dict[str, Any]:
+    """The main-line files, and how often each is entered on one moment's stack."""
+    files = list(dict.fromkeys(file for m in moments for file, _ in m.stack))
+    most: dict[str, tuple[int, str]] = {}  # file -> (entries, at which moment)
+    for m in moments:
+        for file, n in Counter(file for file, _ in groupby(m.stack, key=itemgetter(0))).items():
+            if n > most.get(file, (0, ""))[0]:
+                most[file] = n, m.what
+    top = max(files, key=lambda f: most[f][0], default=None)
+    return {
+        "files": len(files),
+        "main_line": files,
+        "most_entered": most[top][0] if top else 0,
+        "most_entered_file": top,
+        "most_entered_at": most[top][1] if top else None,
+        "entries": {f: most[f][0] for f in files},
+        "moments": [{"what": m.what, "stack": [list(frame) for frame in m.stack]}
+                    for m in moments],
+    }
+
+
+def stack_lines(stack: list[list[str]]) -> list[str]:
+    """A main-line stack, one line per entry into a file: its functions, in call order."""
+    return [f"      {file}: {' > '.join(f for _, f in frames)}"
+            for file, frames in ((file, list(frames))
+                                 for file, frames in groupby(stack, key=itemgetter(0)))]
 
 
 def path_figures(calls: list[Call]) -> dict[str, Any]:
@@ -173,7 +316,7 @@ def path_figures(calls: list[Call]) -> dict[str, Any]:
     between = [c for c in calls if c.caller is not None and c.caller != c.callee]
     return {
         "files": len(files),
-        "main_line": files,
+        "touched": files,
         "functions": len({(c.callee, c.function) for c in calls}),
         "calls": len(calls),
         "crossings": len(between),
@@ -186,18 +329,19 @@ def path_figures(calls: list[Call]) -> dict[str, Any]:
     }
 
 
-def traced_paths() -> dict[str, list[Call]]:
+def traced_paths() -> dict[str, Recording]:
     """The project calls of a Box command, of the seat's `GET /view` after it, and of
     the stream's refresh of the room after it."""
     from fastapi.testclient import TestClient
 
-    from dune_ledger.infrastructure.http import create_app
-    from dune_ledger.infrastructure.storage import open_rooms
+    # Found by their names, wherever the serving and the storage live.
+    create_app = find_attribute(f"{PACKAGE}.infrastructure", "create_app")
+    open_rooms = find_attribute(f"{PACKAGE}.infrastructure", "open_rooms")
 
     box = json.loads((repository() / "examples" / "box.json").read_text())
     begin = {"type": "begin_search", "card": "nullentropy-box"}
     admin = {"Authorization": "Bearer house"}
-    paths: dict[str, list[Call]] = {}
+    paths: dict[str, Recording] = {}
     trace = Trace()
     with (TemporaryDirectory() as keys, signing_key(Path(keys) / "house.key"),
           open_rooms("memory://") as rooms, trace.threads(),
@@ -419,11 +563,12 @@ def figures(trace: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if trace:
         paths = traced_paths()
-        out["box_command"] = path_figures(paths["box_command"])
-        out["stream_view"] = path_figures(paths["stream_view"])
+        out["box_main_line"] = main_line_figures(paths["box_command"].moments)
+        out["box_command"] = path_figures(paths["box_command"].calls)
+        out["stream_view"] = path_figures(paths["stream_view"].calls)
         out["read_path"] = {
-            "GET /view": application_entries(paths["seat_view"]),
-            "stream": application_entries(paths["stream_view"])}
+            "GET /view": application_entries(paths["seat_view"].calls),
+            "stream": application_entries(paths["stream_view"].calls)}
     circles = import_circles()
     out["import_circles"] = {"count": len(circles), "circles": circles}
     out["functions"] = {"over_80": sum(f.lines > LONG for f in longest),
@@ -431,15 +576,30 @@ def figures(trace: bool = True) -> dict[str, Any]:
     return out
 
 
-def table(out: dict[str, Any]) -> str:
+def table(out: dict[str, Any], verbose: bool = False) -> str:
     lines = []
-    for key, title in (("box_command", "A Box command (POST .../commands, begin_search)"),
+    if "box_main_line" in out:
+        main = out["box_main_line"]
+        lines += ["A Box command's main line (the project frames on the stack at each domain "
+                  "event made and at the store's write)",
+                  f"  main-line files {main['files']}, most entries of one file on one "
+                  f"stack {main['most_entered']} ({main['most_entered_file']}, at "
+                  f"{main['most_entered_at']}); moments: "
+                  f"{', '.join(m['what'] for m in main['moments'])}",
+                  "    entries (most on one stack)  file, in the order first seen",
+                  *(f"    {n:>7}                      {f}" for f, n in main["entries"].items())]
+        if verbose:
+            for m in main["moments"]:
+                lines += [f"    at {m['what']}:", *stack_lines(m["stack"])]
+        lines.append("")
+    for key, title in (("box_command", "A Box command (POST .../commands, begin_search): "
+                        "every file touched"),
                        ("stream_view", "A seat view pushed over the stream (its refresh)")):
         if key not in out:
             continue
         path = out[key]
         lines += [title,
-                  f"  main-line files {path['files']}, functions {path['functions']}, "
+                  f"  files touched {path['files']}, functions {path['functions']}, "
                   f"calls {path['calls']}, file crossings {path['crossings']}, "
                   f"layer changes {path['layer_changes']}, "
                   f"most entries of one file {path['most_entered']} "
@@ -466,9 +626,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--static", action="store_true",
                         help="only the import circles and the function lengths (no tracing)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the main line's stacks, the functions in each file")
     args = parser.parse_args(argv)
     out = figures(trace=not args.static)
-    print(json.dumps(out, indent=2) if args.json else table(out))
+    print(json.dumps(out, indent=2) if args.json else table(out, args.verbose))
 
 
 if __name__ == "__main__":

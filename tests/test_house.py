@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.house_figures import circle_lines, functions, import_circles, imported
+from scripts.house_figures import (
+    Moment,
+    circle_lines,
+    functions,
+    import_circles,
+    imported,
+    main_line_figures,
+)
 
 LONGEST = 170  # lines: no production function this long or longer
 
@@ -39,3 +46,15 @@ def test_the_measure_sees_every_import_that_runs(tmp_path: Path) -> None:
     known = {m: source for m in ("p", "p.a", "p.b", "p.c", "p.d", "p.e", "p.f")}
     assert imported("p.a", source, known) == {"p.b", "p.c", "p.d", "p.f"}
     assert import_circles({"a": {"b"}, "b": {"a", "c"}, "c": {"c"}}) == [["a", "b"]]
+
+
+def test_a_file_is_entered_once_per_run_of_its_frames_on_a_stack() -> None:
+    made = Moment("FeePaid", [("http.py", "post"), ("rooms.py", "execute"),
+                              ("rooms.py", "_decide"), ("stream.py", "load"),
+                              ("rooms.py", "_apply")])
+    written = Moment("insert_events", [("http.py", "post"), ("rooms.py", "save")])
+    main = main_line_figures([made, written])
+    assert main["main_line"] == ["http.py", "rooms.py", "stream.py"]
+    assert main["entries"] == {"http.py": 1, "rooms.py": 2, "stream.py": 1}
+    assert (main["most_entered"], main["most_entered_file"], main["most_entered_at"]) == \
+        (2, "rooms.py", "FeePaid")
