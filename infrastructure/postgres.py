@@ -18,6 +18,7 @@ audit's) go through the cursor, whose rows are built in C.
 
 from __future__ import annotations
 
+import select
 import struct
 import threading
 import time
@@ -121,6 +122,7 @@ def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequ
         pgconn.send_query_prepared(name, params, formats, 1)
         pgconn.pipeline_sync()
         while True:
+            wait_for_result(pgconn)
             result = pgconn.get_result()
             if result is None:
                 if pgconn.status == pq.ConnStatus.BAD:
@@ -133,6 +135,23 @@ def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequ
         if pgconn.status != pq.ConnStatus.BAD:
             pgconn.exit_pipeline_mode()
     return results[0], results[-1]
+
+
+def wait_for_result(pgconn: pq.abc.PGconn) -> None:
+    """Send what is queued and wait until the next result is whole, with the GIL released.
+
+    `PQgetResult` waits holding the GIL: while it waited for a lock, no other thread of
+    the process ran, the one whose transaction held the lock neither (serve's worker
+    creating its tables, which kept a fresh serve's first POST /rooms waiting until the
+    server ended that idle transaction after DUNE_LEDGER_PG_IDLE_TIMEOUT seconds)."""
+    poller = select.poll()
+    poller.register(pgconn.socket, select.POLLOUT)
+    while pgconn.flush():  # the connection is nonblocking: it sends as the socket takes
+        poller.poll()
+    poller.modify(pgconn.socket, select.POLLIN)
+    while pgconn.is_busy():
+        poller.poll()
+        pgconn.consume_input()
 
 
 def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult:
