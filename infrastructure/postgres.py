@@ -140,10 +140,11 @@ def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequ
 def wait_for_result(pgconn: pq.abc.PGconn) -> None:
     """Send what is queued and wait until the next result is whole, with the GIL released.
 
-    `PQgetResult` waits holding the GIL: while it waited for a lock, no other thread of
-    the process ran, the one whose transaction held the lock neither (serve's worker
-    creating its tables, which kept a fresh serve's first POST /rooms waiting until the
-    server ended that idle transaction after DUNE_LEDGER_PG_IDLE_TIMEOUT seconds)."""
+    `PQgetResult` waits holding the GIL, so no other thread of the process runs while a
+    statement waits for a lock, not even the one whose transaction holds it: serve's
+    worker thread creating its tables stood still in its transaction, and a fresh
+    serve's first POST /rooms waited until the server ended that idle transaction
+    (DUNE_LEDGER_PG_IDLE_TIMEOUT, 5 s)."""
     poller = select.poll()
     poller.register(pgconn.socket, select.POLLOUT)
     while pgconn.flush():  # the connection is nonblocking: it sends as the socket takes
