@@ -1,4 +1,4 @@
-"""The seat page (INTERFACE "The seat page"): `GET /play/{room}` and its two static files.
+"""The seat page (INTERFACE "The seat page"): `GET /play/{room}` and its static files.
 
 The page is the same HTML for every visitor: it carries the room id from its
 own URL and nothing else. Everything a seat sees arrives later, in the
@@ -30,8 +30,10 @@ templates = Jinja2Templates(directory=HERE / "templates")
 FACTIONS_JSON = json.dumps(FACTIONS)  # the game's names, one source for every page
 
 # The only files /static/page/ serves: no directory is exposed.
-STATIC = {"page.js": "text/javascript", "host.js": "text/javascript", "page.css": "text/css"}
-# The layouts the host page offers to start from (a source checkout's examples/).
+STATIC = {"common.js": "text/javascript", "page.js": "text/javascript",
+          "host.js": "text/javascript", "page.css": "text/css"}
+# The layouts the host page offers to start from: `dune_ledger/examples`, a link to the
+# checkout's examples/.
 EXAMPLES = HERE.parent / "examples"
 
 

@@ -18,6 +18,7 @@ audit's) go through the cursor, whose rows are built in C.
 
 from __future__ import annotations
 
+import select
 import struct
 import threading
 import time
@@ -122,6 +123,7 @@ def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequ
         pgconn.send_query_prepared(name, params, formats, 1)
         pgconn.pipeline_sync()
         while True:
+            wait_for_result(pgconn)
             result = pgconn.get_result()
             if result is None:
                 if pgconn.status == pq.ConnStatus.BAD:
@@ -134,6 +136,24 @@ def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequ
         if pgconn.status != pq.ConnStatus.BAD:
             pgconn.exit_pipeline_mode()
     return results[0], results[-1]
+
+
+def wait_for_result(pgconn: pq.abc.PGconn) -> None:
+    """Send what is queued and wait until the next result is whole, with the GIL released.
+
+    `PQgetResult` waits holding the GIL, so no other thread of the process runs while a
+    statement waits for a lock, not even the one whose transaction holds it: serve's
+    worker thread creating its tables stood still in its transaction, and a fresh
+    serve's first POST /rooms waited until the server ended that idle transaction
+    (DUNE_LEDGER_PG_IDLE_TIMEOUT, 5 s)."""
+    poller = select.poll()
+    poller.register(pgconn.socket, select.POLLOUT)
+    while pgconn.flush():  # the connection is nonblocking: it sends as the socket takes
+        poller.poll()
+    poller.modify(pgconn.socket, select.POLLIN)
+    while pgconn.is_busy():
+        poller.poll()
+        pgconn.consume_input()
 
 
 def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult:
