@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from dune_ledger.domain.catalog import is_box as _is_box
-from dune_ledger.domain.state import Control, RoomState, Search
+from dune_ledger.domain.randomness import ALGORITHM
+from dune_ledger.domain.state import Control, Decision, RoomState, Search
 from dune_ledger.domain.words import card, faction
 
 EVENT_TYPES: dict[str, type[Event]] = {}
@@ -139,8 +140,6 @@ class RoomCreated(Event):
 
 
 def _public_commitment(fairness: dict[str, Any]) -> dict[str, Any]:
-    from dune_ledger.domain.randomness import ALGORITHM  # local: events stay the bottom layer
-
     return {"mode": "committed", "algorithm": ALGORITHM,
             "commitment": fairness["commitment"]}
 
@@ -265,8 +264,6 @@ class SearchOpened(Event):
     parent: dict[str, Any]  # the exact control the search suspends
 
     def apply(self, state: RoomState) -> None:
-        from dune_ledger.domain.state import Decision  # local: keeps the import list short
-
         # Any card of the pile but a Box may leave it unseen (derived, not stored).
         seen = set(state.pile_unseen)
         state.pile_unseen += [cid for cid in self.discard if cid not in seen
