@@ -35,7 +35,7 @@ from dune_ledger.application.stream import (
 )
 from dune_ledger.domain.catalog import room_cards
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import DiscardReshuffled, PileShuffled, RoomCreated
+from dune_ledger.domain.game import DiscardReshuffled, PileShuffled, RoomCreated
 from dune_ledger.domain.rules import apply, initial_state
 from dune_ledger.domain.state import RoomState
 

@@ -13,17 +13,10 @@ from typing import Any
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.catalog import CARDS
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import (
-    AutopilotSet,
-    CardDiscarded,
-    CardDrawn,
-    DiscardReshuffled,
-    Event,
-    RngField,
-    rng_public,
-)
+from dune_ledger.domain.events import Event, RngField, rng_public
 from dune_ledger.domain.rules import AFTER_DISCARD, Tx, handles
 from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.words import card, faction
 
 
 class DeckShuffled(Event):
@@ -42,6 +35,75 @@ class DeckShuffled(Event):
 
     def text(self) -> str:
         return f"The deck was shuffled ({len(self.order)} cards)"
+
+
+class CardDrawn(Event):
+    seat: str
+    card: str
+
+    def apply(self, state: RoomState) -> None:
+        assert state.deck[0] == self.card
+        state.deck.pop(0)
+        state.seat(self.seat).hand.append(self.card)
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat}
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} drew a card"
+
+
+class DiscardReshuffled(Event):
+    """The empty deck was refilled from the whole discard pile, in this order."""
+
+    order: list[str]
+    rng: dict[str, Any] | None = RngField
+
+    def apply(self, state: RoomState) -> None:
+        state.deck = list(self.order)
+        state.discard = []
+        if state.fairness is not None:
+            state.fairness.deck_shuffled = True  # the deck is shuffled now: no late shuffle
+
+    def public(self) -> dict[str, Any]:
+        return {"count": len(self.order), **rng_public(self.rng)}
+
+    def text(self) -> str:
+        return f"The discard pile ({len(self.order)} cards) was shuffled into the empty deck"
+
+
+class CardDiscarded(Event):
+    seat: str
+    card: str
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).hand.remove(self.card)
+        state.discard.append(self.card)
+        if self.card in state.pile_unseen:
+            state.pile_unseen.remove(self.card)
+
+    def public(self) -> dict[str, Any]:
+        # A discard is played face up: the card is public from now on.
+        return {"seat": self.seat, "card": self.card}
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} discarded {card(self.card)}"
+
+
+class AutopilotSet(Event):
+    seat: str
+    profile: str | None
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).autopilot = self.profile  # type: ignore[assignment]
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "profile": self.profile}
+
+    def text(self) -> str:
+        if self.profile is None:
+            return f"{faction(self.seat)} turned autopilot off"
+        return f"{faction(self.seat)} turned autopilot on ({self.profile})"
 
 
 def assert_unlocked(state: RoomState) -> None:

@@ -18,14 +18,10 @@ from typing import Any, Literal
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import rules
 from dune_ledger.domain.ambassador import TOKENS, AmbassadorCohortDrawn
-from dune_ledger.domain.custody import DeckShuffled
+from dune_ledger.domain.custody import DeckShuffled, DiscardReshuffled
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import (
-    DiscardReshuffled,
-    Event,
-    PileShuffled,
-    RoomCreated,
-)
+from dune_ledger.domain.events import Event, RoomCreated
+from dune_ledger.domain.nullentropy import PileShuffled
 from dune_ledger.domain.randomness import ALGORITHM, Derived, Randomness, commitment, mix
 from dune_ledger.domain.rules import SYSTEM_COMMANDS, Tx, handles
 from dune_ledger.domain.state import Fairness, RoomState

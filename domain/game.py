@@ -26,17 +26,9 @@ from dune_ledger.domain.actions import actions
 from dune_ledger.domain.ambassador import AmbassadorCohortDrawn
 from dune_ledger.domain.catalog import CARDS, EXPANSIONS, FACTIONS, is_box, room_cards
 from dune_ledger.domain.commands import AnyCommand, Command, describe_errors, parse_command
-from dune_ledger.domain.custody import DeckShuffled
+from dune_ledger.domain.custody import CardDrawn, DeckShuffled, DiscardReshuffled
 from dune_ledger.domain.errors import LayoutError, Rejection
-from dune_ledger.domain.events import (
-    EVENT_TYPES,
-    CardDrawn,
-    CardRetrieved,
-    DiscardReshuffled,
-    Event,
-    PileShuffled,
-    RoomCreated,
-)
+from dune_ledger.domain.events import EVENT_TYPES, Event, RoomCreated
 from dune_ledger.domain.fairness import (
     EndRoom,
     RoomEnded,
@@ -49,7 +41,7 @@ from dune_ledger.domain.fairness import (
 )
 from dune_ledger.domain.gifts import offer_of
 from dune_ledger.domain.layout import Layout, build_room, committed_layout, parse_layout
-from dune_ledger.domain.nullentropy import candidates
+from dune_ledger.domain.nullentropy import CardRetrieved, PileShuffled, candidates
 from dune_ledger.domain.randomness import Randomness, Rng, commitment, derived_shuffle, mix, words
 from dune_ledger.domain.responses import WindowDeadline, expired
 from dune_ledger.domain.rules import (

@@ -42,7 +42,7 @@ import dune_ledger.application.stream  # noqa: F401  (registers SeatTokenReissue
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.domain import fairness
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import EVENT_TYPES, CardDrawn, Event, RoomCreated
+from dune_ledger.domain.game import EVENT_TYPES, CardDrawn, Event, RoomCreated
 from dune_ledger.domain.randomness import commitment, derived_shuffle, mix, words
 from dune_ledger.domain.rules import apply, initial_state
 from dune_ledger.domain.state import RoomState
@@ -309,7 +309,7 @@ def _seats(event: Event) -> list[str]:
 
 def _outcome_types() -> tuple[type[Event], ...]:
     from dune_ledger.domain.ambassador import AmbassadorCohortDrawn
-    from dune_ledger.domain.events import DiscardReshuffled, PileShuffled
+    from dune_ledger.domain.game import DiscardReshuffled, PileShuffled
 
     return (fairness.DeckShuffled, DiscardReshuffled, PileShuffled, AmbassadorCohortDrawn)
 

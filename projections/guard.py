@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from dune_ledger.domain.catalog import CARDS
-from dune_ledger.domain.events import CardRetrieved, Event
+from dune_ledger.domain.game import CardRetrieved, Event
 from dune_ledger.domain.gifts import offer_of
 from dune_ledger.domain.nullentropy import candidates
 from dune_ledger.domain.state import RoomState

@@ -269,7 +269,7 @@ def test_cli_rebuild_worker_and_wait_flag(tmp_path):
 def test_the_guard_withholds_a_view_or_entry_that_would_leak(monkeypatch):
     """Fail closed: a rule module shaping a leaky view or log line gets it withheld."""
     from dune_ledger.domain import views
-    from dune_ledger.domain.events import CardRetrieved
+    from dune_ledger.domain.nullentropy import CardRetrieved
 
     real_view, real_public = views.seat_view, CardRetrieved.public
 
@@ -327,7 +327,7 @@ def test_the_one_fold_rebuild_equals_the_projectors_rebuild(monkeypatch):
     """The audit's rebuild (one fold, the projectors' row makers) stores what the
     projectors store, withheld rows included, and falls back to them for a damaged stream."""
     from dune_ledger.domain import views
-    from dune_ledger.domain.events import CardRetrieved
+    from dune_ledger.domain.nullentropy import CardRetrieved
 
     real_public, real_view = CardRetrieved.public, views.seat_view
     with open_rooms("memory://") as app:
@@ -400,7 +400,8 @@ def test_the_read_model_check_reuses_the_audits_fold(monkeypatch):
     from dataclasses import replace
 
     from dune_ledger.application.audit import audit_records
-    from dune_ledger.domain.events import CardDrawn, CardRetrieved
+    from dune_ledger.domain.custody import CardDrawn
+    from dune_ledger.domain.nullentropy import CardRetrieved
     from dune_ledger.projections.read_models import RoomRows
 
     real_public = CardRetrieved.public
