@@ -38,6 +38,23 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     assert "dune_ledger/infrastructure/templates/play.html" in names
 
 
+def test_the_other_layers_use_the_rules_through_their_face() -> None:
+    """Outside `domain/`, the shipped layers import `dune_ledger.domain.game` and no other
+    domain module, at module level or in a function."""
+    other = []
+    for path in sources():
+        if path.relative_to(ROOT).parts[0] not in LAYERS - {"domain"}:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) and node.module else [])
+            other += [f"{path.relative_to(ROOT)}: {n}" for n in names
+                      if n.startswith("dune_ledger.domain")
+                      and not n.startswith("dune_ledger.domain.game.")]
+    assert other == []
+
+
 def domain_imports() -> dict[str, set[str]]:
     """Each domain module's imports of domain modules, at module level or in a function;
     importing any of them first runs the package's `__init__`."""
