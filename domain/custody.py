@@ -3,7 +3,9 @@
 `draw_card` and `discard_card` are the only paths that move a card between
 the deck, a hand and the discard pile outside the Box; every rules module
 uses them. They refuse while a search is open (RULES 3.3, second line of
-defence): the Box settlement path does not go through them.
+defence): the Box settlement path does not go through them. A committed
+room's deck is shuffled at its first draw (`shuffle_late`, RULES 9); what a
+discard sets off (a Semuta window) its module registers in `rules.AFTER_DISCARD`.
 """
 
 from __future__ import annotations
