@@ -33,11 +33,16 @@ from dune_ledger.application.stream import (
     Trusted,
     Undecodable,
 )
-from dune_ledger.domain.catalog import room_cards
-from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import DiscardReshuffled, PileShuffled, RoomCreated
-from dune_ledger.domain.rules import apply, initial_state
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import (
+    DiscardReshuffled,
+    PileShuffled,
+    Rejection,
+    RoomCreated,
+    RoomState,
+    apply,
+    initial_state,
+    room_cards,
+)
 
 MAX_DETAILS = 20
 PART_MIN = 2_500  # events: a shorter part of an audit in parts does not pay for its process

@@ -44,14 +44,26 @@ from dune_ledger.application.stream import (
     project_room,
     verified_room,
 )
-from dune_ledger.domain import fairness, views
-from dune_ledger.domain.commands import Command, parse_command
-from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.layout import build_room, committed_layout, parse_layout
-from dune_ledger.domain.randomness import Randomness
-from dune_ledger.domain.responses import WindowDeadline, expired
-from dune_ledger.domain.rules import SYSTEM, Tx, apply, decide, initial_state
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import (
+    SYSTEM,
+    Command,
+    EndRoom,
+    Randomness,
+    Rejection,
+    RoomState,
+    Tx,
+    WindowDeadline,
+    apply,
+    build_room,
+    committed_layout,
+    decide,
+    expired,
+    initial_state,
+    parse_command,
+    parse_layout,
+    port,
+    seat_view_at,
+)
 
 # (room seed or None, room version) -> the randomness for one decision
 RandomnessFactory = Callable[[int | None, int], Randomness]
@@ -225,7 +237,7 @@ class RoomsApp(Application[UUID]):
     def end_room(self, room_id: str, command_id: str | None = None) -> Result:
         """The operator's end of a room (RULES 9): the secret is published and every
         later command is refused. A repeated `command_id` returns the first result."""
-        return self._run(room_id, SYSTEM, fairness.EndRoom(command_id=command_id),
+        return self._run(room_id, SYSTEM, EndRoom(command_id=command_id),
                          self.clock())
 
     def room_summaries(self) -> list[dict[str, Any]]:
@@ -347,7 +359,7 @@ class RoomsApp(Application[UUID]):
         try:
             # A committed room derives its outcomes (RULES 9) from the version of the
             # command's first event; the others draw from (seed, version) as before.
-            randomness = fairness.port(room.state, room.version + 1) or self.randomness(
+            randomness = port(room.state, room.version + 1) or self.randomness(
                 room.state.seed, room.version)
             return decide(room.state, seat, command, randomness, in_place=True, now=moment)
         except Rejection as r:
@@ -656,7 +668,7 @@ class RoomsApp(Application[UUID]):
             raise Rejection("unknown_seat", "that faction has no seat in this room")
         end = self._append_end(current, version)
         past = current if end == current.version else self.load(room_id, version=end)
-        return views.seat_view_at(past.state, current.state, seat)
+        return seat_view_at(past.state, current.state, seat)
 
     def _append_end(self, room: Room, version: int) -> int:
         """The last version of the append that holds `version`: the version before the

@@ -181,15 +181,7 @@ def _sample(free: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_COMMANDS: dict[str, type[c.Command]] = {
-    "begin_search": c.BeginSearch, "select_card": c.SelectCard,
-    "set_autopilot": c.SetAutopilot, "discard": c.Discard, "draw": c.Draw,
-    "distrans": c.Distrans, "offer_gift": c.OfferGift, "answer_gift": c.AnswerGift,
-    "ask_truthtrance": c.AskTruthtrance, "answer_truthtrance": c.AnswerTruthtrance,
-    "enter_territory": c.EnterTerritory, "ambassador_decide": c.AmbassadorDecide,
-    "ambassador_copy": c.AmbassadorCopy, "respond": c.Respond, "semuta": c.Semuta,
-    "guild_stop": c.GuildStop, "seed": c.SetSeed,
-}
+_COMMANDS = c.COMMANDS
 
 Candidate = tuple[Action, dict[str, Any]]
 

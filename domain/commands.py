@@ -12,7 +12,7 @@ store and the read models encode (64-bit integers).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -250,7 +250,9 @@ def _short(part: str | int) -> str:
     return text if len(text) <= 40 else text[:40] + "..."
 
 
-COMMAND_TYPES: frozenset[str] = frozenset(
-    m.model_fields["type"].annotation.__args__[0]  # type: ignore[union-attr]
-    for m in Command.__subclasses__()
-)
+# Each command of the union, by its `type`: what a seat may send.
+COMMANDS: dict[str, type[Command]] = {
+    m.model_fields["type"].annotation.__args__[0]: m
+    for m in get_args(get_args(AnyCommand)[0])
+}
+COMMAND_TYPES: frozenset[str] = frozenset(COMMANDS)

@@ -38,7 +38,7 @@ from dune_ledger.domain.custody import check_own_card, discard_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event
 from dune_ledger.domain.responses import WindowKind, holding_cards, register
-from dune_ledger.domain.rules import Tx, continuation, handles
+from dune_ledger.domain.rules import AFTER_DISCARD, Tx, continuation, handles
 from dune_ledger.domain.state import ResponseWindow, RoomState
 from dune_ledger.domain.words import card, faction
 
@@ -244,6 +244,9 @@ def after_discard(tx: Tx, discarder: str, cards: list[str], event: str) -> None:
     tx.emit(SemutaReactionQueued(
         event=event, discarder=discarder, cards=list(cards), turn=state.turn,
         phase=state.phase))
+
+
+AFTER_DISCARD.append(after_discard)
 
 
 @continuation

@@ -23,8 +23,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from dune_ledger.domain.catalog import EXPANSIONS, FACTIONS, room_cards
-from dune_ledger.domain.errors import LayoutError, Rejection
+from dune_ledger.domain.game import EXPANSIONS, FACTIONS, LayoutError, Rejection, room_cards
 from dune_ledger.infrastructure import observability, strict_json
 from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.storage import DEFAULT_URL, open_rooms
@@ -552,8 +551,7 @@ def examples(*lines: str) -> str:
 
 def command_types() -> str:
     """Every command type and its fields, from the command models themselves."""
-    from dune_ledger.domain.commands import Command
-    from dune_ledger.domain.rules import SYSTEM_COMMANDS
+    from dune_ledger.domain.game import SYSTEM_COMMANDS, Command
 
     common = set(Command.model_fields)
     lines = []

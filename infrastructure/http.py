@@ -42,9 +42,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dune_ledger.application.rooms import RoomsApp, token_hash
-from dune_ledger.domain.commands import AnyCommand, describe_errors
-from dune_ledger.domain.errors import LayoutError, Rejection
-from dune_ledger.domain.layout import Layout
+from dune_ledger.domain.game import AnyCommand, Layout, LayoutError, Rejection, describe_errors
 from dune_ledger.infrastructure import http_models as m
 from dune_ledger.infrastructure import observability
 from dune_ledger.infrastructure.errors import UsageError

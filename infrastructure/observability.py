@@ -140,7 +140,7 @@ def command_done(room: str, seat: str, kind: str, code: str, seconds: float) -> 
 
 @functools.cache
 def command_types() -> frozenset[str]:
-    from dune_ledger.domain.commands import Command
+    from dune_ledger.domain.game import Command
 
     return frozenset(getattr(cls.model_fields["type"].annotation, "__args__", ("?",))[0]
                      for cls in Command.__subclasses__())

@@ -23,11 +23,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from dune_ledger.domain.words import FACTIONS
+from dune_ledger.domain.game import FACTION_NAMES
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
-FACTIONS_JSON = json.dumps(FACTIONS)  # the game's names, one source for every page
+FACTIONS_JSON = json.dumps(FACTION_NAMES)  # the game's names, one source for every page
 
 # The only files /static/page/ serves: no directory is exposed.
 STATIC = {"common.js": "text/javascript", "page.js": "text/javascript",

@@ -24,7 +24,7 @@ from eventsourcing.utils import strtobool
 
 from dune_ledger.application.rooms import RandomnessFactory, RoomsApp
 from dune_ledger.application.stream import Recorded, RoomSnapshot, Undecodable, signed, unsigned
-from dune_ledger.domain.events import EVENT_TYPES
+from dune_ledger.domain.game import EVENT_TYPES
 from dune_ledger.infrastructure import observability, randomness
 from dune_ledger.infrastructure.errors import StoreUnavailable, UsageError
 from dune_ledger.infrastructure.keys import Keys

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dune_ledger.application.rooms import RoomsApp, room_uuid
-from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.game import Rejection
 from dune_ledger.infrastructure import observability
 from dune_ledger.projections.store import PUBLIC
 

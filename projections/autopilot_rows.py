@@ -7,8 +7,7 @@ from __future__ import annotations
 import orjson
 
 from dune_ledger.application import autopilot
-from dune_ledger.domain import views
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import RoomState, seat_view
 
 # room, JSON {faction: profile} ("{}": none left), an autopilot seat is asked now
 Autopilot = tuple[str, str, bool]
@@ -25,7 +24,7 @@ def autopilot_row(room: str, state: RoomState) -> Autopilot:
                              if s.autopilot is not None}
     window = state.control.response
     due = (window is not None and window.deadline is not None) or any(
-        autopilot.has_prompt(views.seat_view(state, faction)) for faction in seats)
+        autopilot.has_prompt(seat_view(state, faction)) for faction in seats)
     return room, seats_json(seats), due
 
 

@@ -17,10 +17,16 @@ from typing import Any
 import orjson
 
 from dune_ledger.application.stream import Recorded, SeatTokenReissued, Undecodable
-from dune_ledger.domain import fairness, views
-from dune_ledger.domain.events import RoomCreated
-from dune_ledger.domain.rules import apply, initial_state
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import (
+    RoomCreated,
+    RoomState,
+    apply,
+    initial_state,
+    kept_state,
+    public_entry,
+    public_view,
+    seat_view,
+)
 from dune_ledger.projections import guard
 from dune_ledger.projections.autopilot_rows import Autopilot, autopilot_row
 from dune_ledger.projections.store import PUBLIC, Entry, Store, Writes
@@ -91,7 +97,7 @@ class Projector:
                 for rec in broken.values():
                     self.quarantined(tx, rec)
                 # Each room's state is stored once per batch, as of its last event.
-                tx.put_rooms(self.name, [(room, st.version, fairness.kept_state(st))
+                tx.put_rooms(self.name, [(room, st.version, kept_state(st))
                                          for room, st in touched.items()])
                 tx.set_position(self.name, todo[-1][1])
         except BaseException:
@@ -259,7 +265,7 @@ def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
     if shape is None:
         return None
     if shape is UNSHAPED:
-        entry = views.public_entry(seq, version, fact)
+        entry = public_entry(seq, version, fact)
         if entry is None:
             return None
         text, named = dumps(entry), None
@@ -267,7 +273,7 @@ def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
         head, middle, tail, named = shape
         text = f'{head}"seq":{seq}{middle}"version":{version}{tail}'
     if guard.public_leaks(state, text, fact, named):
-        entry = views.public_entry(seq, version, fact)
+        entry = public_entry(seq, version, fact)
         assert entry is not None  # it made `text`
         text = dumps(guard.withheld_entry(entry))
     return text
@@ -304,7 +310,7 @@ def entry_shape(fact: Any) -> EntryShape | None:
     elif "seq" in fields or "version" in fields:
         shape = UNSHAPED
     else:
-        text = dumps(views.public_entry(0, 0, fact))
+        text = dumps(public_entry(0, 0, fact))
         # Sorted keys put seq before version; each found once (a quote inside a string
         # is escaped) is the key itself, and the text splits around it exactly.
         seq, version = '"seq":0', '"version":0'
@@ -323,13 +329,13 @@ def entry_shape(fact: Any) -> EntryShape | None:
 
 def render(state: RoomState) -> dict[str, str]:
     """The stored JSON of the public view and every seat's view, each checked by the guard."""
-    public = dumps(views.public_view(state))
+    public = dumps(public_view(state))
     if guard.public_leaks(state, public):
         public = dumps(guard.withheld_view(state, None))
     out = {PUBLIC: public}
     public_ids = guard.card_ids(public)
     for seat in state.seats:
-        view = dumps(views.seat_view(state, seat.faction))
+        view = dumps(seat_view(state, seat.faction))
         if guard.seat_leaks(state, seat.faction, view, public_ids):
             view = dumps(guard.withheld_view(state, seat.faction))
         out[seat.faction] = view

@@ -74,16 +74,14 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 from dune_ledger.application.audit import audit_room, state_hash  # noqa: E402
 from dune_ledger.application.rooms import RoomsApp  # noqa: E402
 from dune_ledger.application.stream import Room, project_room  # noqa: E402
-from dune_ledger.domain.catalog import CARDS  # noqa: E402
-from dune_ledger.domain.errors import Rejection  # noqa: E402
-from dune_ledger.domain.rules import decide  # noqa: E402
+from dune_ledger.domain.game import CARDS, Rejection, decide  # noqa: E402
 from dune_ledger.infrastructure import randomness  # noqa: E402
 from dune_ledger.infrastructure.demo import BOX_LAYOUT  # noqa: E402
 from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
 from dune_ledger.infrastructure.throwaway import ADMIN_URL  # noqa: E402
 
 try:
-    from dune_ledger.domain.commands import parse_command  # noqa: E402
+    from dune_ledger.domain.game import parse_command  # noqa: E402
 except ImportError:  # pragma: no cover - older trees
     parse_command = None  # type: ignore[assignment]
 
@@ -217,8 +215,7 @@ def rooms_with_open_searches(app: RoomsApp, count: int) -> None:
     """`count` rooms, each with a paid Box search still open, saved many rooms at a time."""
     try:
         from dune_ledger.application.rooms import token_hash
-        from dune_ledger.domain.layout import build_room, parse_layout
-        from dune_ledger.domain.rules import initial_state
+        from dune_ledger.domain.game import build_room, initial_state, parse_layout
         fast = True
     except ImportError:  # pragma: no cover - an API moved: one command at a time
         fast = False

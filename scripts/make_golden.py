@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from dune_ledger.application.audit import audit_room  # noqa: E402
 from dune_ledger.application.rooms import RoomsApp  # noqa: E402
-from dune_ledger.domain.events import EVENT_TYPES  # noqa: E402
+from dune_ledger.domain.game import EVENT_TYPES  # noqa: E402
 from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT  # noqa: E402
 from dune_ledger.infrastructure.keys import init_key_file  # noqa: E402
 from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
