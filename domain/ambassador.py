@@ -277,8 +277,12 @@ def resolve_bonus(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> N
     _advance(tx, "bonus")
 
 
-register(WindowKind(INCOME, resolve_income))
-register(WindowKind(BONUS, resolve_bonus))
+register(WindowKind(INCOME, resolve_income, says=(
+    f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
+    "played now cancels that income: the spice stays in the Bank. The purchase stands.")))
+register(WindowKind(BONUS, resolve_bonus, says=(
+    "Harkonnen may draw one more card for this purchase. A Karama played now cancels "
+    "that bonus card. The purchase stands.")))
 
 
 def finish(tx: Tx) -> None:
@@ -612,3 +616,72 @@ class AmbassadorCohortDrawn(Event):
 
     def text(self) -> str:
         return f"Ecaz drew {len(self.cohort)} new ambassadors"
+
+
+# --- the view ----------------------------------------------------------------------
+
+
+def decision_says(kind: str, public: dict[str, Any]) -> str | None:
+    """What an Ambassador choice does, from public facts only."""
+    if kind == "ambassador" and public.get("token") == "richese":
+        return (f"Triggering the Richese ambassador lets its beneficiary (Ecaz, or Ecaz's ally) "
+                f"buy the top Treachery card for {PRICE} spice of its own, if it has "
+                "the spice, room in hand and a card to draw. Declining leaves the token.")
+    if kind == "ambassador" and public.get("token") == "bene_gesserit":
+        return ("Triggering the Bene Gesserit ambassador lets its beneficiary use the effect "
+                "of a token from the copy pool. Declining leaves the token.")
+    if kind == "ambassador":
+        return "Triggering commits the ambassador token; declining leaves it where it is."
+    if kind == "ambassador_copy":
+        return "Choose the token whose effect the Bene Gesserit ambassador copies."
+    return None
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
+    """The open decision and the entry being resolved, public; in a seat's view also its
+    own decision's private facts (a BG copy pool) and its own receipts."""
+    part: dict[str, Any] = {"decision": _decision_view(state.control.decision, seat),
+                            "ambassador": _ambassador_view(state)}
+    if seat is not None:
+        part["receipts"] = [r.model_dump(mode="json") for r in state.receipts if r.buyer == seat]
+    return part
+
+
+def _decision_view(d: Decision | None, seat: str | None) -> dict[str, Any] | None:
+    if d is None:
+        return None
+    public = d.data.get("public", {})
+    says = decision_says(d.kind, public)
+    view = {"kind": d.kind, "event": d.event, "player": d.player, **public,
+            **({"says": says} if says else {})}
+    if d.player == seat:
+        view.update(d.data.get("private", {}))
+    return view
+
+
+def _ambassador_view(state: RoomState) -> dict[str, Any] | None:
+    amb = state.ambassadors
+    if amb is None:
+        return None
+    return {
+        "placed": dict(sorted(amb.placed.items())),
+        "used": list(amb.used),
+        "removed": list(amb.removed),
+        "cohort_count": len(amb.cohort),
+        "entry": _entry_view(state, amb.entry),
+    }
+
+
+def _entry_view(state: RoomState, entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """RULES 4.4: the stage, the payer and counts; never a card or a reason."""
+    if entry is None:
+        return None
+    receipt = receipt_of(state, entry["event"])
+    return {
+        "event": entry["event"], "entrant": entry["entrant"], "token": entry["token"],
+        "territory": entry["territory"], "via": entry["via"], "stage": entry["stage"],
+        "beneficiary": entry.get("beneficiary"),
+        "payer": None if receipt is None else receipt.buyer,
+        "amount": 0 if receipt is None else receipt.amount,
+        "cards": 0 if receipt is None else 1 + (receipt.bonus is not None),
+    }

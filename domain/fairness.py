@@ -48,14 +48,15 @@ def mode(state: RoomState) -> str:
     return "seeded" if state.seed is not None else "layout"
 
 
-def view(state: RoomState) -> dict[str, Any]:
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     """The public `fairness` part of every view: the secret only once the room ended."""
     f = state.fairness
     if f is None:
-        return {"mode": mode(state), "algorithm": None, "commitment": None,
-                "seeds": {s.faction: None for s in state.seats}, "secret": None}
-    return {"mode": "committed", "algorithm": ALGORITHM, "commitment": f.commitment,
-            "seeds": dict(f.seeds), "secret": f.secret if state.ended is not None else None}
+        return {"fairness": {"mode": mode(state), "algorithm": None, "commitment": None,
+                             "seeds": {s.faction: None for s in state.seats}, "secret": None}}
+    return {"fairness": {"mode": "committed", "algorithm": ALGORITHM, "commitment": f.commitment,
+                         "seeds": dict(f.seeds),
+                         "secret": f.secret if state.ended is not None else None}}
 
 
 def kept_state(state: RoomState) -> str:

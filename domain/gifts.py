@@ -50,7 +50,17 @@ def _never_resolved(tx: Tx, window: ResponseWindow, cancelled_by: str | None) ->
     raise AssertionError("a gift offer is answered with answer_gift")
 
 
-register(WindowKind(KIND, _never_resolved, asked=_ally, command="answer_gift", expire=None))
+def _card_shown(state: RoomState, window: ResponseWindow, seat: str | None) -> dict[str, Any]:
+    """The offered card, for the giver and the ally only."""
+    if seat not in (window.data["giver"], window.data["to"]):
+        return {}
+    return {"card": CARDS[window.data["card"]].public()}
+
+
+register(WindowKind(
+    KIND, _never_resolved, asked=_ally, command="answer_gift", expire=None,
+    says="Accepting puts the offered card in your hand; refusing leaves it with Richese.",
+    shown=_card_shown))
 
 
 def _clear(state: RoomState, event: str) -> None:
@@ -171,10 +181,3 @@ def answer_gift(tx: Tx, actor: str, cmd: c.AnswerGift) -> None:
         raise Rejection("hand_over_limit", f"your hand is at its limit of {seat.limit}")
     tx.emit(GiftAccepted(event=w.event, giver=gift["giver"], to=actor, card=gift["card"]))
 
-
-def offered_to(state: RoomState, faction: str | None) -> dict[str, Any] | None:
-    """The offered card, for the giver and the ally only."""
-    w = offer_of(state)
-    if w is None or faction not in (w.data["giver"], w.data["to"]):
-        return None
-    return CARDS[w.data["card"]].public()

@@ -37,6 +37,8 @@ from dune_ledger.domain.words import card, faction, window
 Resolve = Callable[[Tx, ResponseWindow, str | None], None]
 Asked = Callable[[RoomState, ResponseWindow], list[str]]
 Expire = Callable[[Tx, ResponseWindow], None]
+# What a kind adds to its window's view for a seat (None: the public view).
+Shown = Callable[[RoomState, ResponseWindow, str | None], dict[str, Any]]
 
 
 def karama_cards(state: RoomState, faction: str) -> list[str]:
@@ -80,6 +82,8 @@ class WindowKind:
     asked: Asked = karama_asked
     command: str = "respond"  # the command type that answers this kind
     expire: Expire | None = close_allowed  # what its deadline does (None: it has none)
+    says: str | None = None  # what answering does, said before one answers (the pages show it)
+    shown: Shown | None = None
 
 
 KINDS: dict[str, WindowKind] = {}
@@ -307,3 +311,26 @@ class ResponseDeadlinePassed(Event):
 
     def text(self) -> str:
         return f"Time ran out on {window(self.kind)}"
+
+
+# --- the view ----------------------------------------------------------------------
+
+
+def window_view(state: RoomState, w: ResponseWindow | None,
+                seat: str | None) -> dict[str, Any] | None:
+    """RULES 4.4 / INTERFACE: the window's kind, event, passes, who is still waiting
+    and its deadline: all public, all from public facts; then what its kind adds."""
+    if w is None:
+        return None
+    kind = KINDS.get(w.kind)
+    view = {"kind": w.kind, "event": w.event, "passes": list(w.passes),
+            "waiting": waiting(state, w),
+            "deadline": w.deadline,
+            # The room's length of a window (a layout field): a countdown never shows more.
+            "seconds": state.response_seconds if w.deadline else None,
+            "name": window(w.kind)[:1].upper() + window(w.kind)[1:],
+            "says": None if kind is None else kind.says,
+            **w.data.get("public", {})}
+    if kind is not None and kind.shown is not None:
+        view.update(kind.shown(state, w, seat))
+    return view

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from dune_ledger.domain import commands as c
-from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.catalog import CARDS, card_objects
 from dune_ledger.domain.custody import check_own_card, discard_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event
@@ -116,7 +116,18 @@ def _never_resolved(tx: Tx, window: ResponseWindow, cancelled_by: str | None) ->
     raise AssertionError("a Semuta window closes through this module")
 
 
-register(WindowKind(KIND, _never_resolved, asked=asked, command="semuta", expire=close))
+def _passes_shown(state: RoomState, window: ResponseWindow, seat: str | None) -> dict[str, Any]:
+    """The window's passes (kept in its data); a v1 pass named a Semuta holder, so no
+    view shows it (`SemutaPassed`)."""
+    hidden = window.data.get("hidden_passes", [])
+    return {"passes": [f for f in window.data.get("passed", []) if f not in hidden]}
+
+
+register(WindowKind(
+    KIND, _never_resolved, asked=asked, command="semuta", expire=close,
+    says=("The holder of the Semuta Drug may take the discarded card and then discards "
+          "Semuta; anyone else can only pass."),
+    shown=_passes_shown))
 
 
 # --- events -------------------------------------------------------------------
@@ -295,21 +306,25 @@ def semuta(tx: Tx, actor: str, cmd: c.Semuta) -> None:
     discard_card(tx, actor, drug)
 
 
-def semuta_view(state: RoomState, faction: str | None) -> dict[str, Any] | None:
+# --- the view ----------------------------------------------------------------------
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     """The public Semuta part; a seat's own view also says whether it may react."""
     w = open_window(state)
     waiting = queue(state)
     if w is None and not waiting:
-        return None
+        return {"semuta": None}
     part: dict[str, Any] = {
         "event": None if w is None else w.event,
         "discarder": None if w is None else w.data["discarder"],
         # As discarded (public): no Box may take them while the window lasts.
-        "cards": [] if w is None else [CARDS[cid].public() for cid in w.data["cards"]],
+        "cards": [] if w is None else card_objects(w.data["cards"]),
         "queued": len(waiting),
     }
-    if faction is not None:
-        part["eligible"] = w is not None and eligible(state, w, faction)
+    if seat is not None:
+        part["eligible"] = w is not None and eligible(state, w, seat)
         # The seat's own hand: whether it may take, or only pass.
-        part["can_take"] = part["eligible"] and free_semuta(state, faction) is not None
-    return part
+        part["can_take"] = part["eligible"] and free_semuta(state, seat) is not None
+    return {"semuta": part}
+

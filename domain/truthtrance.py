@@ -161,3 +161,17 @@ def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
         promise = {"box": box}
     tx.emit(TruthtranceAnswered(event=cmd.event, target=actor, answer=cmd.answer,
                                 promise=promise))
+
+
+# --- the view ----------------------------------------------------------------------
+
+SAYS = (
+    "A promise binds you: promised spice stays reserved, so you cannot spend it elsewhere; "
+    "a promised Box fee is paid by that Box's next search."
+)
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
+    """The open question, public like its asking."""
+    q = state.truthtrance
+    return {"truthtrance": None if q is None else {**q.get("public", {}), "says": SAYS}}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dune_ledger.domain.views import TRUTHTRANCE_SAYS, public_view, seat_view
+from dune_ledger.domain.truthtrance import SAYS as TRUTHTRANCE_SAYS
+from dune_ledger.domain.views import public_view, seat_view
 from tests.rules_support import (
     BOX,
     assert_lock_round_trip,
