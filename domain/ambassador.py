@@ -21,6 +21,7 @@ finds the stage already moved and cannot reopen a window or buy twice.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
@@ -685,3 +686,30 @@ def _entry_view(state: RoomState, entry: dict[str, Any] | None) -> dict[str, Any
         "amount": 0 if receipt is None else receipt.amount,
         "cards": 0 if receipt is None else 1 + (receipt.bonus is not None),
     }
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+TERRITORY = {"kind": "text", "min_length": 1, "max_length": 64}
+VIA = {"kind": "choice", "options": ["shipment", "movement", "worm"]}
+
+
+def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """The answers to the seat's own open decision."""
+    decision = state.control.decision
+    if decision is None or decision.player != seat:
+        return
+    if decision.kind == "ambassador":
+        yield {"type": "ambassador_decide", "event": decision.event, "trigger": False}, {}
+        ally = state.seat(ECAZ).ally if state.has_seat(ECAZ) else None
+        for beneficiary in (ECAZ, ally):
+            if beneficiary is not None:
+                yield ({"type": "ambassador_decide", "event": decision.event,
+                        "trigger": True, "beneficiary": beneficiary}, {})
+    elif decision.kind == "ambassador_copy":
+        for token in decision.data.get("options", []):
+            yield {"type": "ambassador_copy", "event": decision.event, "token": token}, {}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    yield {"type": "enter_territory"}, {"territory": TERRITORY, "via": VIA}

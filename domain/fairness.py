@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
@@ -210,3 +211,12 @@ def outcome(event: Event, before: RoomState | None) -> tuple[list[str], list[str
         assert amb is not None
         return sorted(set(amb.supply) | set(amb.used)), list(event.cohort), True
     raise ValueError(f"{event.type} carries an outcome no verifier knows")
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+SEED = {"kind": "text", "min_length": 1, "max_length": 64, "of": "printable ASCII"}
+
+
+def seed_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    yield {"type": "seed"}, {"value": SEED}  # a committed room's only (RULES 9)

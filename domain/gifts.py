@@ -13,6 +13,7 @@ was recorded: in `state.gift`, beside the response slot.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
@@ -57,8 +58,14 @@ def _card_shown(state: RoomState, window: ResponseWindow, seat: str | None) -> d
     return {"card": CARDS[window.data["card"]].public()}
 
 
+def _answers(state: RoomState, window: ResponseWindow, seat: str) -> Iterator[c.Candidate]:
+    if state.gift is None or state.gift.get("event") != window.event:  # else as a v1 offer
+        for accept in (True, False):
+            yield {"type": "answer_gift", "event": window.event, "accept": accept}, {}
+
+
 register(WindowKind(
-    KIND, _never_resolved, asked=_ally, command="answer_gift", expire=None,
+    KIND, _never_resolved, asked=_ally, command="answer_gift", expire=None, answers=_answers,
     says="Accepting puts the offered card in your hand; refusing leaves it with Richese.",
     shown=_card_shown))
 
@@ -181,3 +188,20 @@ def answer_gift(tx: Tx, actor: str, cmd: c.AnswerGift) -> None:
         raise Rejection("hand_over_limit", f"your hand is at its limit of {seat.limit}")
     tx.emit(GiftAccepted(event=w.event, giver=gift["giver"], to=actor, card=gift["card"]))
 
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+
+def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """The answers to an offer recorded before gifts were responses (v1)."""
+    gift = state.gift
+    if gift is not None and gift.get("to") == seat:
+        for accept in (True, False):
+            yield {"type": "answer_gift", "event": gift["event"], "accept": accept}, {}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    me = state.seat(seat)
+    if seat == GIVER and me.ally is not None:
+        for cid in me.hand:
+            yield {"type": "offer_gift", "card": cid, "to": me.ally}, {}

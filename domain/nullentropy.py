@@ -8,6 +8,7 @@ Box lives in this module.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -235,3 +236,20 @@ def forget_closed(view: dict[str, Any], now: RoomState) -> None:
         if not still_open:
             box["search"]["cards"] = None
             view["actions"] = [a for a in view["actions"] if a["type"] != "select_card"]
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+
+def selections(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """The open search: its owner's one bound selection, one entry per candidate."""
+    search = state.search
+    if search is not None and search.owner == seat:
+        for cid in candidates(state, seat) or ():
+            yield {"type": "select_card", "search": search.event, "card": cid}, {}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    for cid in state.seat(seat).hand:
+        if is_box(cid):
+            yield {"type": "begin_search", "card": cid}, {}

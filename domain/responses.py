@@ -18,7 +18,7 @@ its deadline does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -39,6 +39,9 @@ Asked = Callable[[RoomState, ResponseWindow], list[str]]
 Expire = Callable[[Tx, ResponseWindow], None]
 # What a kind adds to its window's view for a seat (None: the public view).
 Shown = Callable[[RoomState, ResponseWindow, str | None], dict[str, Any]]
+# The answers a seat may send to a window of this kind (domain/actions.py keeps those
+# the rules accept).
+Answers = Callable[[RoomState, ResponseWindow, str], Iterator[c.Candidate]]
 
 
 def karama_cards(state: RoomState, faction: str) -> list[str]:
@@ -69,6 +72,13 @@ def karama_asked(state: RoomState, window: ResponseWindow) -> list[str]:
     return holding_cards(state, list(window.data.get("excluded", [])))
 
 
+def karama_answers(state: RoomState, window: ResponseWindow,
+                   seat: str) -> Iterator[c.Candidate]:
+    yield {"type": "respond", "event": window.event, "action": "pass"}, {}
+    for cid in karama_cards(state, seat):
+        yield {"type": "respond", "event": window.event, "action": "karama", "card": cid}, {}
+
+
 def close_allowed(tx: Tx, window: ResponseWindow) -> None:
     """Nobody cancelled in time: the advantage stands."""
     tx.emit(ResponseWindowClosed(event=window.event, kind=window.kind))
@@ -84,6 +94,7 @@ class WindowKind:
     expire: Expire | None = close_allowed  # what its deadline does (None: it has none)
     says: str | None = None  # what answering does, said before one answers (the pages show it)
     shown: Shown | None = None
+    answers: Answers = karama_answers
 
 
 KINDS: dict[str, WindowKind] = {}
@@ -334,3 +345,14 @@ def window_view(state: RoomState, w: ResponseWindow | None,
     if kind is not None and kind.shown is not None:
         view.update(kind.shown(state, w, seat))
     return view
+
+
+# --- the actions ---------------------------------------------------------------------
+
+
+def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """The answers to the open window, as its kind offers them."""
+    w = state.control.response
+    kind = None if w is None else KINDS.get(w.kind)
+    if w is not None and kind is not None:
+        yield from kind.answers(state, w, seat)

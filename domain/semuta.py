@@ -30,6 +30,7 @@ public, and so is a pass (everyone is asked, so a pass names nobody's cards).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
@@ -123,8 +124,15 @@ def _passes_shown(state: RoomState, window: ResponseWindow, seat: str | None) ->
     return {"passes": [f for f in window.data.get("passed", []) if f not in hidden]}
 
 
+def _answers(state: RoomState, window: ResponseWindow, seat: str) -> Iterator[c.Candidate]:
+    yield {"type": "semuta", "event": window.event, "action": "pass"}, {}
+    if free_semuta(state, seat) is not None:
+        for cid in takeable(state, window):
+            yield {"type": "semuta", "event": window.event, "action": "take", "card": cid}, {}
+
+
 register(WindowKind(
-    KIND, _never_resolved, asked=asked, command="semuta", expire=close,
+    KIND, _never_resolved, asked=asked, command="semuta", expire=close, answers=_answers,
     says=("The holder of the Semuta Drug may take the discarded card and then discards "
           "Semuta; anyone else can only pass."),
     shown=_passes_shown))

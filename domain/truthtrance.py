@@ -16,11 +16,12 @@ releases it in this slice, so it stays reserved.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import words
-from dune_ledger.domain.catalog import CARDS, card
+from dune_ledger.domain.catalog import CARDS, card, is_box
 from dune_ledger.domain.custody import check_own_card, discard_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
@@ -175,3 +176,34 @@ def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     """The open question, public like its asking."""
     q = state.truthtrance
     return {"truthtrance": None if q is None else {**q.get("public", {}), "says": SAYS}}
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+QUESTION = {"kind": "text", "min_length": 1, "max_length": 500}
+
+
+def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    question = state.truthtrance
+    if question is None or question.get("target") != seat:
+        return
+    event = question["event"]
+    free_spice = state.free_spice(seat)
+    for answer in ("yes", "no"):
+        yield {"type": "answer_truthtrance", "event": event, "answer": answer}, {}
+        for cid in state.seat(seat).hand:
+            if is_box(cid):
+                yield ({"type": "answer_truthtrance", "event": event, "answer": answer,
+                        "promise": {"box": cid}}, {})
+        if free_spice >= 1:
+            yield ({"type": "answer_truthtrance", "event": event, "answer": answer},
+                   {"promise": {"kind": "spice_promise", "min": 1, "max": free_spice}})
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    others = [s.faction for s in state.seats if s.faction != seat]
+    for cid in state.seat(seat).hand:
+        if is_truthtrance(cid):
+            for target in others:
+                yield ({"type": "ask_truthtrance", "card": cid, "target": target},
+                       {"question": QUESTION})
