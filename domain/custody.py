@@ -78,7 +78,7 @@ def offered_card(state: RoomState) -> str | None:
               state.search.parent.response if state.search is not None else None):
         if w is not None and w.kind == "gift":
             return str(w.data["card"])
-    return None if state.gift is None else state.gift.get("card")
+    return None if state.gift is None else state.gift.card
 
 
 @handles(c.Draw)

@@ -23,7 +23,7 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
 from dune_ledger.domain.responses import WindowKind, register
 from dune_ledger.domain.rules import Tx, handles
-from dune_ledger.domain.state import ResponseWindow, RoomState
+from dune_ledger.domain.state import GiftFacts, GiftOffer, ResponseWindow, RoomState
 from dune_ledger.domain.words import faction
 
 GIVER = "richese"
@@ -38,9 +38,9 @@ def offer_of(state: RoomState) -> ResponseWindow | None:
     g = state.gift
     if g is None:
         return None
-    return ResponseWindow(kind=KIND, event=g["event"], turn=g["turn"], phase=g["phase"],
-                          data={"giver": g["giver"], "to": g["to"], "card": g["card"],
-                                "public": {"giver": g["giver"], "to": g["to"]}})
+    return ResponseWindow(kind=KIND, event=g.event, turn=g.turn, phase=g.phase,
+                          data={"giver": g.giver, "to": g.to, "card": g.card,
+                                "public": {"giver": g.giver, "to": g.to}})
 
 
 def _ally(state: RoomState, window: ResponseWindow) -> list[str]:
@@ -59,7 +59,7 @@ def _card_shown(state: RoomState, window: ResponseWindow, seat: str | None) -> d
 
 
 def _answers(state: RoomState, window: ResponseWindow, seat: str) -> Iterator[c.Candidate]:
-    if state.gift is None or state.gift.get("event") != window.event:  # else as a v1 offer
+    if state.gift is None or state.gift.event != window.event:  # else as a v1 offer
         for accept in (True, False):
             yield {"type": "answer_gift", "event": window.event, "accept": accept}, {}
 
@@ -98,11 +98,10 @@ class GiftOffered(Event):
 
     def apply(self, state: RoomState) -> None:
         if self.legacy:
-            state.gift = {
-                "event": self.event, "giver": self.giver, "to": self.to, "card": self.card,
-                "turn": self.turn, "phase": self.phase,
-                "public": {"event": self.event, "giver": self.giver, "to": self.to},
-            }
+            state.gift = GiftOffer(
+                event=self.event, giver=self.giver, to=self.to, card=self.card,
+                turn=self.turn, phase=self.phase,
+                public=GiftFacts(event=self.event, giver=self.giver, to=self.to))
             return
         state.control.response = ResponseWindow(
             kind=KIND, event=self.event, turn=self.turn, phase=self.phase,
@@ -195,9 +194,9 @@ def answer_gift(tx: Tx, actor: str, cmd: c.AnswerGift) -> None:
 def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
     """The answers to an offer recorded before gifts were responses (v1)."""
     gift = state.gift
-    if gift is not None and gift.get("to") == seat:
+    if gift is not None and gift.to == seat:
         for accept in (True, False):
-            yield {"type": "answer_gift", "event": gift["event"], "accept": accept}, {}
+            yield {"type": "answer_gift", "event": gift.event, "accept": accept}, {}
 
 
 def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:

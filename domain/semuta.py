@@ -16,7 +16,7 @@ search.
 The window lives in `state.control.response`, so a Box search suspends and
 restores it (passes and remaining time included) like any other window. Only
 one response window can be open: when another window holds the slot, the
-new Semuta window waits in `state.semuta["queue"]` (first in, first out) and
+new Semuta window waits in `state.semuta.queue` (first in, first out) and
 opens when the slot is free. Every reaction goes through the queue and a
 continuation opens it, so with a free slot it opens in the same append as
 the discard. Interpretation: the seeds leave concurrent reaction priority
@@ -40,7 +40,7 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event
 from dune_ledger.domain.responses import WindowKind, holding_cards, register
 from dune_ledger.domain.rules import Tx, continuation, handles
-from dune_ledger.domain.state import ResponseWindow, RoomState
+from dune_ledger.domain.state import ResponseWindow, RoomState, SemutaQueue
 from dune_ledger.domain.words import card, faction
 
 KIND = "semuta"
@@ -68,8 +68,8 @@ def open_window(state: RoomState) -> ResponseWindow | None:
     return w if w is not None and w.kind == KIND else None
 
 
-def queue(state: RoomState) -> list[dict[str, Any]]:
-    return list((state.semuta or {}).get("queue", []))
+def queue(state: RoomState) -> list[ResponseWindow]:
+    return [] if state.semuta is None else list(state.semuta.queue)
 
 
 def takeable(state: RoomState, window: ResponseWindow) -> list[str]:
@@ -96,7 +96,7 @@ def bound_cards(state: RoomState) -> set[str]:
         state.control.response,
         state.search.parent.response if state.search is not None else None)
         if w is not None and w.kind == KIND]
-    return {cid for data in [*windows, *(q["data"] for q in queue(state))]
+    return {cid for data in [*windows, *(q.data for q in queue(state))]
             for cid in data["cards"]}
 
 
@@ -156,7 +156,7 @@ class SemutaReactionQueued(Event):
             data={"discarder": self.discarder, "cards": list(self.cards), "passed": [],
                   "public": {"discarder": self.discarder, "cards": list(self.cards)}},
         )
-        state.semuta = {"queue": [*queue(state), window.model_dump(mode="json")]}
+        state.semuta = SemutaQueue(queue=[*queue(state), window])
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "discarder": self.discarder, "cards": list(self.cards)}
@@ -174,12 +174,11 @@ class SemutaWindowOpened(DeadlineSinceV2, Event):
     deadline: str | None
 
     def apply(self, state: RoomState) -> None:
-        waiting = queue(state)
-        assert waiting and waiting[0]["event"] == self.event
-        window = ResponseWindow.model_validate(waiting[0])
+        window, *rest = queue(state)
+        assert window.event == self.event
         window.deadline = self.deadline
         state.control.response = window
-        state.semuta = {"queue": waiting[1:]} if waiting[1:] else None
+        state.semuta = SemutaQueue(queue=rest) if rest else None
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "deadline": self.deadline}
@@ -275,7 +274,7 @@ def settle_semuta(tx: Tx) -> bool:
         return True
     waiting = queue(state)
     if state.control.response is None and waiting:
-        tx.emit(SemutaWindowOpened(event=waiting[0]["event"], deadline=tx.deadline()))
+        tx.emit(SemutaWindowOpened(event=waiting[0].event, deadline=tx.deadline()))
         return True
     return False
 

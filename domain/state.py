@@ -98,6 +98,45 @@ class ResponseWindow(Model):
     remaining: float | None = None
 
 
+class SemutaQueue(Model):
+    """Semuta windows waiting for the response slot, first in, first out (RULES 3.6)."""
+
+    queue: list[ResponseWindow]
+
+
+class QuestionFacts(Model):
+    """What everyone sees of a Truthtrance question (RULES 5): all of it is public."""
+
+    event: str  # the asking event's id: the answer quotes it
+    asker: Faction
+    target: Faction
+    question: str
+    card: str
+
+
+class Question(QuestionFacts):
+    """The open Truthtrance question: it must be answered first."""
+
+    turn: int
+    phase: int
+    public: QuestionFacts
+
+
+class GiftFacts(Model):
+    event: str
+    giver: Faction
+    to: Faction
+
+
+class GiftOffer(GiftFacts):
+    """A Richese gift offer recorded before gifts were responses (GiftOffered v1)."""
+
+    card: str  # private to the giver and the ally
+    turn: int
+    phase: int
+    public: GiftFacts
+
+
 class Control(Model):
     """What the game is waiting for. A Box search saves and restores all of it."""
 
@@ -178,9 +217,9 @@ class RoomState(Model):
     receipts: list[Receipt] = Field(default_factory=list)
     control: Control = Field(default_factory=Control)
     search: Search | None = None
-    truthtrance: dict[str, Any] | None = None
-    gift: dict[str, Any] | None = None  # only an offer recorded before gifts were responses
-    semuta: dict[str, Any] | None = None
+    truthtrance: Question | None = None
+    gift: GiftOffer | None = None  # only an offer recorded before gifts were responses
+    semuta: SemutaQueue | None = None
     # Pile cards a Box search could have taken since they were last seen face up: where
     # they are is no longer public (RULES 3.6 reads it for "publicly out of reach").
     pile_unseen: list[str] = Field(default_factory=list)

@@ -27,7 +27,7 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
 from dune_ledger.domain.nullentropy import FEE
 from dune_ledger.domain.rules import GATES, Tx, handles
-from dune_ledger.domain.state import Reservation, RoomState
+from dune_ledger.domain.state import Question, QuestionFacts, Reservation, RoomState
 from dune_ledger.domain.words import faction
 
 REASON = "truthtrance"
@@ -53,10 +53,10 @@ class TruthtranceAsked(Event):
     phase: int
 
     def apply(self, state: RoomState) -> None:
-        public = {"event": self.event, "asker": self.asker, "target": self.target,
-                  "question": self.question, "card": self.card}
-        state.truthtrance = {**public, "turn": self.turn, "phase": self.phase,
-                             "public": public}
+        public = QuestionFacts(event=self.event, asker=self.asker, target=self.target,
+                               question=self.question, card=self.card)
+        state.truthtrance = Question(**dict(public), turn=self.turn, phase=self.phase,
+                                     public=public)
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "asker": self.asker, "target": self.target,
@@ -104,7 +104,7 @@ def answer_first(state: RoomState, actor: str, command: c.Command) -> None:
     if state.truthtrance is not None and not isinstance(command, ALLOWED_WHILE_PENDING):
         raise Rejection(
             "truthtrance_pending",
-            f"{state.truthtrance['target']} must answer the Truthtrance question first",
+            f"{state.truthtrance.target} must answer the Truthtrance question first",
         )
 
 
@@ -134,11 +134,11 @@ def ask_truthtrance(tx: Tx, actor: str, cmd: c.AskTruthtrance) -> None:
 def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
     state = tx.state
     pending = state.truthtrance
-    if pending is None or pending.get("event") != cmd.event:
+    if pending is None or pending.event != cmd.event:
         raise Rejection("stale_event", "that Truthtrance question is not awaiting an answer")
-    if pending["target"] != actor:
+    if pending.target != actor:
         raise Rejection("not_your_decision", "only the seat asked answers the question")
-    if (pending.get("turn"), pending.get("phase")) != (state.turn, state.phase):
+    if (pending.turn, pending.phase) != (state.turn, state.phase):
         raise Rejection("stale_event", "that question belongs to another turn or phase")
     promise: dict[str, Any] | None = None
     if isinstance(cmd.promise, c.SpicePromise):
@@ -175,7 +175,7 @@ SAYS = (
 def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     """The open question, public like its asking."""
     q = state.truthtrance
-    return {"truthtrance": None if q is None else {**q.get("public", {}), "says": SAYS}}
+    return {"truthtrance": None if q is None else {**q.public.model_dump(), "says": SAYS}}
 
 
 # --- the actions (domain/actions.py keeps those the rules accept) ---------------------
@@ -185,9 +185,9 @@ QUESTION = {"kind": "text", "min_length": 1, "max_length": 500}
 
 def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
     question = state.truthtrance
-    if question is None or question.get("target") != seat:
+    if question is None or question.target != seat:
         return
-    event = question["event"]
+    event = question.event
     free_spice = state.free_spice(seat)
     for answer in ("yes", "no"):
         yield {"type": "answer_truthtrance", "event": event, "answer": answer}, {}

@@ -714,7 +714,7 @@ def test_a_semuta_reaction_to_the_spent_karama_waits_behind_the_purchase():
     after = tx.state
     # The bonus window holds the slot; the Semuta window is queued, not overwritten.
     assert after.control.response.kind == "ambassador_bonus"
-    assert len((after.semuta or {}).get("queue", [])) == 1
+    assert after.semuta is not None and len(after.semuta.queue) == 1
     done = allow(after).state
     assert done.ambassadors.entry is None
     assert done.control.response is not None and done.control.response.kind == "semuta"
