@@ -30,7 +30,14 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event, RngField, rng_public
 from dune_ledger.domain.responses import WindowKind, open_window, register
 from dune_ledger.domain.rules import Tx, handles
-from dune_ledger.domain.state import AmbassadorState, Decision, Receipt, ResponseWindow, RoomState
+from dune_ledger.domain.state import (
+    AmbassadorEntry,
+    AmbassadorState,
+    Decision,
+    Receipt,
+    ResponseWindow,
+    RoomState,
+)
 from dune_ledger.domain.words import faction, place
 
 ECAZ = "ecaz"
@@ -51,7 +58,7 @@ IMPLEMENTED = (RICHESE, BG)
 # --- reading the state --------------------------------------------------------------
 
 
-def entry_of(state: RoomState) -> dict[str, Any] | None:
+def entry_of(state: RoomState) -> AmbassadorEntry | None:
     amb = state.ambassadors
     return None if amb is None else amb.entry
 
@@ -96,7 +103,7 @@ def _bound_decision(state: RoomState, actor: str, event: str, kind: str) -> Deci
     if state.control.response is not None:
         raise Rejection("response_pending", "a response window is open: it closes first")
     entry = entry_of(state)
-    if entry is None or entry["event"] != d.data.get("entry"):
+    if entry is None or entry.event != d.data.get("entry"):
         raise Rejection("ambassador_invalid", "the ambassador entry no longer matches; "
                         "ask an operator")
     return d
@@ -137,7 +144,7 @@ def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
     if not cmd.trigger:
         if cmd.beneficiary is not None:
             raise Rejection("invalid_command", "a declined token has no beneficiary")
-        tx.emit(AmbassadorDeclined(event=entry["event"]))
+        tx.emit(AmbassadorDeclined(event=entry.event))
         finish(tx)
         return
     if cmd.beneficiary is None:
@@ -145,12 +152,12 @@ def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
     ally = state.seat(ECAZ).ally
     if cmd.beneficiary not in (ECAZ, ally) or not state.has_seat(cmd.beneficiary):
         raise Rejection("not_eligible", "the beneficiary is Ecaz or its current ally")
-    token = entry["token"]
+    token = entry.token
     if token not in IMPLEMENTED:
         raise Rejection("not_implemented",
                         f"the {token} ambassador's effect is not implemented yet")
-    tx.emit(AmbassadorTriggered(event=entry["event"], token=token,
-                                territory=entry["territory"], beneficiary=cmd.beneficiary))
+    tx.emit(AmbassadorTriggered(event=entry.event, token=token,
+                                territory=entry.territory, beneficiary=cmd.beneficiary))
     if token == RICHESE:
         purchase(tx, cmd.beneficiary)
         return
@@ -158,11 +165,11 @@ def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
     assert amb is not None
     options = copy_options(amb)
     if not options:
-        tx.emit(AmbassadorNoEffect(event=entry["event"]))
+        tx.emit(AmbassadorNoEffect(event=entry.event))
         finish(tx)
         return
     tx.emit(AmbassadorCopyOffered(
-        event=entry["event"], decision=tx.next_event_id(), player=cmd.beneficiary,
+        event=entry.event, decision=tx.next_event_id(), player=cmd.beneficiary,
         options=options, turn=state.turn, phase=state.phase,
     ))
 
@@ -200,15 +207,15 @@ def purchase(tx: Tx, buyer: str) -> None:
     able = (state.free_spice(buyer) >= PRICE and len(seat.hand) < seat.limit
             and can_draw(state))
     if not able:
-        tx.emit(AmbassadorNoEffect(event=entry["event"]))
+        tx.emit(AmbassadorNoEffect(event=entry.event))
         finish(tx)
         return
-    tx.emit(PurchasePaid(event=entry["event"], buyer=buyer, amount=PRICE))
+    tx.emit(PurchasePaid(event=entry.event, buyer=buyer, amount=PRICE))
     card = draw_card(tx, buyer)
     assert card is not None
     emperor = emperor_for(tx.state, buyer)
     stage = next_stage(tx.state, buyer, emperor, "purchase")
-    tx.emit(ReceiptStaged(event=entry["event"], buyer=buyer, card=card, amount=PRICE,
+    tx.emit(ReceiptStaged(event=entry.event, buyer=buyer, card=card, amount=PRICE,
                           emperor=emperor, stage=stage))
     _enter_stage(tx, stage)
 
@@ -216,11 +223,11 @@ def purchase(tx: Tx, buyer: str) -> None:
 def _advance(tx: Tx, after: str) -> None:
     entry = entry_of(tx.state)
     assert entry is not None
-    receipt = receipt_of(tx.state, entry["event"])
+    receipt = receipt_of(tx.state, entry.event)
     assert receipt is not None
     stage = next_stage(tx.state, receipt.buyer, receipt.emperor, after)
     if stage != "finish":
-        tx.emit(ReceiptAdvanced(event=entry["event"], stage=stage))
+        tx.emit(ReceiptAdvanced(event=entry.event, stage=stage))
     _enter_stage(tx, stage)
 
 
@@ -230,17 +237,17 @@ def _enter_stage(tx: Tx, stage: str) -> None:
         return
     entry = entry_of(tx.state)
     assert entry is not None
-    receipt = receipt_of(tx.state, entry["event"])
+    receipt = receipt_of(tx.state, entry.event)
     assert receipt is not None
     if stage == "income":
         open_window(tx, INCOME, {
-            "entry": entry["event"], "stage": "income", "excluded": [receipt.emperor],
+            "entry": entry.event, "stage": "income", "excluded": [receipt.emperor],
             "public": {"stage": "income", "payer": receipt.buyer,
                        "beneficiary": receipt.emperor, "amount": receipt.amount},
         })
     else:
         open_window(tx, BONUS, {
-            "entry": entry["event"], "stage": "bonus", "excluded": [receipt.buyer],
+            "entry": entry.event, "stage": "bonus", "excluded": [receipt.buyer],
             "public": {"stage": "bonus", "payer": receipt.buyer,
                        "beneficiary": receipt.buyer},
         })
@@ -249,8 +256,8 @@ def _enter_stage(tx: Tx, stage: str) -> None:
 def _bound_receipt(state: RoomState, window: ResponseWindow) -> Receipt:
     """The receipt a closing window belongs to: event, stage and entry must all match."""
     entry = entry_of(state)
-    receipt = None if entry is None else receipt_of(state, entry["event"])
-    if (entry is None or receipt is None or window.data.get("entry") != entry["event"]
+    receipt = None if entry is None else receipt_of(state, entry.event)
+    if (entry is None or receipt is None or window.data.get("entry") != entry.event
             or window.data.get("stage") != receipt.stage):
         raise Rejection("ambassador_invalid", "the response window no longer matches its "
                         "ambassador purchase; ask an operator")
@@ -290,14 +297,14 @@ def finish(tx: Tx) -> None:
     """The only terminal step: clear the entry, resume a worm once, replenish a cohort."""
     entry = entry_of(tx.state)
     assert entry is not None
-    event = entry["event"]
+    event = entry.event
     receipt = receipt_of(tx.state, event)
     if receipt is not None and receipt.stage != "finish":
         tx.emit(ReceiptAdvanced(event=event, stage="finish"))
     tx.emit(AmbassadorEntryClosed(event=event))
-    if entry["via"] == "worm":
-        tx.emit(WormResumed(event=event, seat=entry["entrant"],
-                            territory=entry["territory"]))
+    if entry.via == "worm":
+        tx.emit(WormResumed(event=event, seat=entry.entrant,
+                            territory=entry.territory))
     amb = tx.state.ambassadors
     assert amb is not None
     if cohort_complete(amb):
@@ -317,9 +324,9 @@ def _amb(state: RoomState) -> AmbassadorState:
     return state.ambassadors
 
 
-def _entry(state: RoomState, event: str) -> dict[str, Any]:
+def _entry(state: RoomState, event: str) -> AmbassadorEntry:
     entry = _amb(state).entry
-    assert entry is not None and entry["event"] == event
+    assert entry is not None and entry.event == event
     return entry
 
 
@@ -351,12 +358,10 @@ class AmbassadorOffered(Event):
     phase: int
 
     def apply(self, state: RoomState) -> None:
-        _amb(state).entry = {
-            "event": self.event, "owner": self.owner, "entrant": self.entrant,
-            "token": self.token, "territory": self.territory, "via": self.via,
-            "turn": self.turn, "phase": self.phase, "stage": "offer",
-            "beneficiary": None, "effect": None,
-        }
+        _amb(state).entry = AmbassadorEntry(
+            event=self.event, owner=self.owner, entrant=self.entrant, token=self.token,
+            territory=self.territory, via=self.via, turn=self.turn, phase=self.phase,
+            stage="offer", beneficiary=None, effect=None)
         state.control.decision = Decision(
             kind="ambassador", event=self.event, player=self.owner,
             turn=self.turn, phase=self.phase,
@@ -377,7 +382,7 @@ class AmbassadorDeclined(Event):
     event: str
 
     def apply(self, state: RoomState) -> None:
-        _entry(state, self.event)["stage"] = "declined"
+        _entry(state, self.event).stage = "declined"
         state.control.decision = None
 
     def public(self) -> dict[str, Any]:
@@ -403,8 +408,8 @@ class AmbassadorTriggered(Event):
             amb.removed.append(self.token)
         else:
             amb.used.append(self.token)
-        entry.update(stage="cards", beneficiary=self.beneficiary, committed=self.token,
-                     effect=self.token if self.token != BG else None)
+        entry.stage, entry.beneficiary, entry.committed = "cards", self.beneficiary, self.token
+        entry.effect = self.token if self.token != BG else None
         state.control.decision = None
 
     def public(self) -> dict[str, Any]:
@@ -425,7 +430,7 @@ class AmbassadorCopyOffered(Event):
     phase: int
 
     def apply(self, state: RoomState) -> None:
-        _entry(state, self.event)["stage"] = "copy"
+        _entry(state, self.event).stage = "copy"
         state.control.decision = Decision(
             kind="ambassador_copy", event=self.decision, player=self.player,
             turn=self.turn, phase=self.phase,
@@ -447,7 +452,7 @@ class AmbassadorCopied(Event):
 
     def apply(self, state: RoomState) -> None:
         entry = _entry(state, self.event)
-        entry.update(stage="cards", effect=self.token)
+        entry.stage, entry.effect = "cards", self.token
         state.control.decision = None
 
     def public(self) -> dict[str, Any]:
@@ -463,7 +468,7 @@ class AmbassadorNoEffect(Event):
     event: str
 
     def apply(self, state: RoomState) -> None:
-        _entry(state, self.event)["stage"] = "no_effect"
+        _entry(state, self.event).stage = "no_effect"
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event}
@@ -502,7 +507,8 @@ class ReceiptStaged(Event):
             event=self.event, buyer=self.buyer, card=self.card,
             amount=self.amount, emperor=self.emperor, stage=self.stage,
         ))
-        _entry(state, self.event).update(stage=self.stage, receipt=self.event)
+        entry = _entry(state, self.event)
+        entry.stage, entry.receipt = self.stage, self.event
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "buyer": self.buyer, "amount": self.amount,
@@ -521,8 +527,8 @@ class ReceiptAdvanced(Event):
         assert receipt is not None
         receipt.stage = self.stage
         entry = _amb(state).entry
-        if entry is not None and entry["event"] == self.event:
-            entry["stage"] = self.stage
+        if entry is not None and entry.event == self.event:
+            entry.stage = self.stage
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "stage": self.stage}
@@ -673,15 +679,15 @@ def _ambassador_view(state: RoomState) -> dict[str, Any] | None:
     }
 
 
-def _entry_view(state: RoomState, entry: dict[str, Any] | None) -> dict[str, Any] | None:
+def _entry_view(state: RoomState, entry: AmbassadorEntry | None) -> dict[str, Any] | None:
     """RULES 4.4: the stage, the payer and counts; never a card or a reason."""
     if entry is None:
         return None
-    receipt = receipt_of(state, entry["event"])
+    receipt = receipt_of(state, entry.event)
     return {
-        "event": entry["event"], "entrant": entry["entrant"], "token": entry["token"],
-        "territory": entry["territory"], "via": entry["via"], "stage": entry["stage"],
-        "beneficiary": entry.get("beneficiary"),
+        "event": entry.event, "entrant": entry.entrant, "token": entry.token,
+        "territory": entry.territory, "via": entry.via, "stage": entry.stage,
+        "beneficiary": entry.beneficiary,
         "payer": None if receipt is None else receipt.buyer,
         "amount": 0 if receipt is None else receipt.amount,
         "cards": 0 if receipt is None else 1 + (receipt.bonus is not None),

@@ -21,6 +21,10 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _absent(value: Any) -> bool:
+    return value is None
+
+
 class Seat(Model):
     faction: Faction
     spice: int
@@ -158,6 +162,26 @@ class Search(Model):
     parent: Control
 
 
+class AmbassadorEntry(Model):
+    """An entry into a territory holding an ambassador, being resolved (RULES 4)."""
+
+    event: str  # the offer's event: the decision and the receipt are bound to it
+    owner: str
+    entrant: str
+    token: str
+    territory: str
+    via: str
+    turn: int
+    phase: int
+    stage: str  # offer, declined, copy, cards, no_effect, then the receipt's stages
+    beneficiary: str | None
+    effect: str | None  # the token whose effect resolves (a BG token's: the one it copies)
+    # Left out of the dump until set, so that the state hash is what it was before they
+    # were typed.
+    committed: str | None = Field(default=None, exclude_if=_absent)  # the token triggered
+    receipt: str | None = Field(default=None, exclude_if=_absent)  # the purchase's receipt
+
+
 class AmbassadorState(Model):
     """Ecaz's tokens. `cohort` is the current five (each also in `placed`, `used`,
     `removed` or still in Ecaz's hand); `supply` the undrawn tokens; `copy_pool` what
@@ -170,7 +194,7 @@ class AmbassadorState(Model):
     removed: list[str] = Field(default_factory=list)
     copy_pool: list[str] = Field(default_factory=list)
     supply: list[str] = Field(default_factory=list)  # tokens not yet drawn
-    entry: dict[str, Any] | None = None  # the entry being resolved
+    entry: AmbassadorEntry | None = None
 
 
 class Receipt(Model):
@@ -191,10 +215,6 @@ class Fairness(Model):
     secret: str
     seeds: dict[str, str | None]
     deck_shuffled: bool = False  # the late shuffle: at the first draw or reshuffle
-
-
-def _absent(value: Any) -> bool:
-    return value is None
 
 
 class RoomState(Model):

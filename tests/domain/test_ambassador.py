@@ -76,7 +76,7 @@ def test_entry_opens_ecaz_decision_and_the_entry_is_never_replayed():
     assert types(tx) == ["TerritoryEntered", "AmbassadorOffered"]
     d = tx.state.control.decision
     assert d is not None and (d.kind, d.player, d.event) == ("ambassador", "ecaz", "e3")
-    assert tx.state.ambassadors.entry["entrant"] == "atreides"
+    assert tx.state.ambassadors.entry.entrant == "atreides"
     assert public_view(tx.state)["decision"]["token"] == "richese"
 
 
