@@ -13,7 +13,8 @@ sends, so replay never reads a clock.
 
 The Karama kinds are answered with `respond`; another kind (a Semuta
 reaction, the gift offer) registers who it asks, its command name and what
-its deadline does.
+its deadline does. Every kind registers its words, what its view adds
+(`window_view`) and the answers a seat may send (`answer_candidates`).
 """
 
 from __future__ import annotations
