@@ -100,11 +100,12 @@ def actions(state: RoomState, faction: str) -> list[c.Action]:
         kind = action["type"]
         # A free field the candidate also binds (guild_stop's card) is asked with that
         # value and listed without it, once: the seat names it itself.
-        hidden = free.keys() & action.keys() if free else set()
-        listed = {k: v for k, v in action.items() if k not in hidden} if hidden else action
-        entry = {**listed, "free": free} if free else listed
-        if hidden and entry in out:
-            continue
+        entry = action
+        if free:
+            hidden = free.keys() & action.keys()
+            entry = {**{k: v for k, v in action.items() if k not in hidden}, "free": free}
+            if hidden and entry in out:
+                continue
         command = _command(action, free)
         if kind not in admitted:
             try:
