@@ -39,6 +39,14 @@ CardId = Annotated[str, Field(min_length=1, max_length=64)]
 EventId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
+# A command a seat may send now, as a view lists it (INTERFACE "Views": `actions`): its
+# `type` and bound fields, with the fields the seat writes itself described apart
+# (`{field: {"kind", ...bounds}}`). Each effect offers its candidates; `domain.actions`
+# keeps those the rules accept.
+Action = dict[str, Any]
+Candidate = tuple[Action, dict[str, Any]]
+
+
 class Command(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     command_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None

@@ -10,14 +10,15 @@ discard sets off (a Semuta window) its module registers in `rules.AFTER_DISCARD`
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, get_args
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.catalog import CARDS
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event, RngField, rng_public
 from dune_ledger.domain.rules import AFTER_DISCARD, Tx, handles
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.state import Profile, RoomState
 from dune_ledger.domain.words import card, faction
 
 
@@ -173,7 +174,7 @@ def offered_card(state: RoomState) -> str | None:
               state.search.parent.response if state.search is not None else None):
         if w is not None and w.kind == "gift":
             return str(w.data["card"])
-    return None if state.gift is None else state.gift.get("card")
+    return None if state.gift is None else state.gift.card
 
 
 @handles(c.Draw)
@@ -204,3 +205,25 @@ def set_autopilot(tx: Tx, actor: str, cmd: c.SetAutopilot) -> None:
         raise Rejection("unchanged", "autopilot is already set that way")
     tx.emit(AutopilotSet(seat=actor, profile=profile))
 
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+# The profiles a seat may switch to, by its current one (None: off).
+PROFILE_CHOICES: dict[str | None, dict[str, Any]] = {
+    current: {"kind": "choice", "options": [p for p in get_args(Profile) if p != current]}
+    for current in (None, *get_args(Profile))}
+
+
+def seat_control(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """Accepted at any time (RULES 3.7)."""
+    autopilot = state.seat(seat).autopilot
+    if autopilot is not None:
+        yield {"type": "set_autopilot", "enabled": False}, {}
+    yield {"type": "set_autopilot", "enabled": True}, {"profile": PROFILE_CHOICES[autopilot]}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    hand = state.seat(seat).hand
+    yield {"type": "draw"}, {}
+    for cid in hand:
+        yield {"type": "discard", "card": cid}, {}

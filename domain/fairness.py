@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
@@ -51,14 +52,15 @@ def mode(state: RoomState) -> str:
     return "seeded" if state.seed is not None else "layout"
 
 
-def view(state: RoomState) -> dict[str, Any]:
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     """The public `fairness` part of every view: the secret only once the room ended."""
     f = state.fairness
     if f is None:
-        return {"mode": mode(state), "algorithm": None, "commitment": None,
-                "seeds": {s.faction: None for s in state.seats}, "secret": None}
-    return {"mode": "committed", "algorithm": ALGORITHM, "commitment": f.commitment,
-            "seeds": dict(f.seeds), "secret": f.secret if state.ended is not None else None}
+        return {"fairness": {"mode": mode(state), "algorithm": None, "commitment": None,
+                             "seeds": {s.faction: None for s in state.seats}, "secret": None}}
+    return {"fairness": {"mode": "committed", "algorithm": ALGORITHM, "commitment": f.commitment,
+                         "seeds": dict(f.seeds),
+                         "secret": f.secret if state.ended is not None else None}}
 
 
 def kept_state(state: RoomState) -> str:
@@ -177,3 +179,12 @@ def outcome(event: Event, before: RoomState | None) -> tuple[list[str], list[str
         assert amb is not None
         return sorted(set(amb.supply) | set(amb.used)), list(event.cohort), True
     raise ValueError(f"{event.type} carries an outcome no verifier knows")
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+SEED = {"kind": "text", "min_length": 1, "max_length": 64, "of": "printable ASCII"}
+
+
+def seed_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    yield {"type": "seed"}, {"value": SEED}  # a committed room's only (RULES 9)

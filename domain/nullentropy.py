@@ -8,12 +8,13 @@ Box lives in this module.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import guild, semuta
-from dune_ledger.domain.catalog import CARDS, is_box
+from dune_ledger.domain.catalog import CARDS, card_objects, is_box
 from dune_ledger.domain.custody import check_own_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event, RngField, rng_public
@@ -326,3 +327,85 @@ def candidates(state: RoomState, faction: str) -> list[str] | None:
     except Rejection:
         return None
     return display_order(eligible(state, search.discard))
+
+
+# --- the view ----------------------------------------------------------------------
+
+# What a search does, said before it is paid for (the pages show these words).
+SAYS = (
+    f"Pay {FEE} spice to the Spice Bank to search the discard in secret for one card other "
+    "than a Box. The fee is spent as soon as the candidates are shown: a search cannot be "
+    "called off. The rest of the discard is then shuffled and the Box goes on top."
+)
+FULL_HAND_NOTICE = (
+    "Your hand is at its limit: the Box leaves as the card you take arrives "
+    "(provisional full-hand exchange)."
+)
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
+    """The open search, public (its event, owner and Box: never a card of the pile); in
+    a seat's view also its own Box control."""
+    s = state.search
+    part: dict[str, Any] = {
+        "search": None if s is None else {"event": s.event, "owner": s.owner, "box": s.box}}
+    if seat is not None:
+        part["nullentropy"] = _control(state, seat)
+    return part
+
+
+def _control(state: RoomState, faction: str) -> dict[str, Any] | None:
+    """The owner's Box control: availability before payment, candidates after."""
+    seat = state.seat(faction)
+    search = state.search if state.search and state.search.owner == faction else None
+    box = search.box if search else next((c for c in seat.hand if CARDS[c].is_box), None)
+    if box is None:
+        return None
+    try:
+        check_begin(state, faction, box)
+        blocked = None
+    except Rejection as r:
+        blocked = r.code
+    # The Box stays in hand while its owner chooses, so the flag holds throughout.
+    exchange = full_hand_exchange(state, faction)
+    cards = candidates(state, faction)
+    control: dict[str, Any] = {
+        "card": CARDS[box].public(),
+        "blocked": blocked,
+        "says": SAYS,
+        "full_hand_exchange": exchange,
+        "search": None if search is None else {
+            "event": search.event,
+            "cards": None if cards is None else card_objects(cards),
+        },
+    }
+    if exchange:
+        control["notice"] = FULL_HAND_NOTICE
+    return control
+
+
+def forget_closed(view: dict[str, Any], now: RoomState) -> None:
+    """A past view, seen now: a search's candidates vanish once that search has closed."""
+    box = view.get("nullentropy")
+    if box and box["search"] is not None:
+        still_open = now.search is not None and now.search.event == box["search"]["event"]
+        if not still_open:
+            box["search"]["cards"] = None
+            view["actions"] = [a for a in view["actions"] if a["type"] != "select_card"]
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+
+def selections(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """The open search: its owner's one bound selection, one entry per candidate."""
+    search = state.search
+    if search is not None and search.owner == seat:
+        for cid in candidates(state, seat) or ():
+            yield {"type": "select_card", "search": search.event, "card": cid}, {}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    for cid in state.seat(seat).hand:
+        if is_box(cid):
+            yield {"type": "begin_search", "card": cid}, {}
