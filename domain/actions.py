@@ -147,7 +147,7 @@ def _command(action: c.Action, free: dict[str, Any]) -> c.Command:
     if isinstance(fields.get("promise"), dict):
         fields["promise"] = c.BoxPromise.model_construct(**fields["promise"])
     fields.update(_sample(free))
-    built = _COMMANDS[action["type"]].model_construct(**fields)
+    built = c.COMMANDS[action["type"]].model_construct(**fields)
     if len(_BUILT) >= _BUILT_LIMIT:
         _BUILT.clear()
     _BUILT[key] = built
@@ -178,7 +178,6 @@ def _sample(free: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_COMMANDS = c.COMMANDS
 
 
 def _candidates(state: RoomState, me: str) -> Iterator[c.Candidate]:
