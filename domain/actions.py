@@ -178,8 +178,6 @@ def _sample(free: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-
-
 def _candidates(state: RoomState, me: str) -> Iterator[c.Candidate]:
     """Every command worth asking about, from what `me` may know; the rules then decide."""
     for source in DURING_SEARCH:
