@@ -108,17 +108,14 @@ class RoomQueries(RoomStore):
         return folded(own)
 
     def room_rows(self, room_id: str) -> tuple[int | None, dict[str, str]]:
-        """Every view of the room (seat -> JSON) and their version, as `room_views` of
-        the read models, folded from the verified stream when a row fails."""
-        models = self.read_models
-        assert models is not None
-        try:
-            return models.room_views(str(room_uuid(room_id)))
-        except UnauthenticRow as e:
-            log.warning("room %s: %s; served from its verified stream instead", room_id, e)
-            own = self._own_rows(str(room_uuid(room_id)), distrusted=True)
-            assert own is not None
+        """Every view of the room (seat -> JSON) and their version, read as `seat_view`
+        reads one (the view stream's read: one read for all of the room's streams)."""
+        def folded(own: tuple[list[str], dict[str, str]]) -> tuple[int | None, dict[str, str]]:
             return orjson.loads(own[1][PUBLIC_VIEW])["version"], own[1]
+
+        rows: tuple[int | None, dict[str, str]] = self._served(
+            room_id, lambda models, room: models.room_views(room), folded)
+        return rows
 
     def seat_view(self, room_id: str, seat: str) -> dict[str, Any]:
         def folded(own: tuple[list[str], dict[str, str]]) -> dict[str, Any] | None:
