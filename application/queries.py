@@ -40,8 +40,7 @@ class RoomQueries(RoomStore):
         """Every room for the operator: id, version, seats, ended, created, last command."""
         out = []
         for uid in self.room_ids():
-            room = self.current(uid)
-            self.kept.keep(room)
+            room = self.peek(uid)
             first = self.records(uid, lte=1)
             last = self.records(uid, gt=room.version - 1)
             out.append({
@@ -80,8 +79,7 @@ class RoomQueries(RoomStore):
         serve."""
         models = self.read_models
         assert models is not None
-        current = self.current(room)  # verified (RULES 8), or room_damaged
-        self.kept.keep(current)
+        current = self.peek(room)  # verified (RULES 8), or room_damaged
         if not distrusted:
             try:
                 stored = models.public_view(room)

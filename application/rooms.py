@@ -9,7 +9,6 @@ number of times.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import secrets
 import sys
@@ -22,6 +21,7 @@ from uuid import UUID, uuid4
 from eventsourcing.persistence import IntegrityError
 
 from dune_ledger.application.queries import RoomFold, RoomQueries
+from dune_ledger.application.seats import Seats, token_hash
 from dune_ledger.application.store import (
     ROOM_CACHE_ENV,
     AppendRetried,
@@ -52,10 +52,6 @@ RETRIES = 8
 RETRY_PAUSE = 0.001
 
 
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -76,6 +72,7 @@ class RoomsApp(RoomQueries):
     ) -> None:
         super().__init__(env, signer=signer)
         self.randomness = randomness
+        self.seats = Seats(self)
         # The clock port handed to the rules: a window's deadline is stamped from it.
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
@@ -119,6 +116,7 @@ class RoomsApp(RoomQueries):
             except IntegrityError:
                 continue
             self.kept.keep(room)
+            self.seats.forget(str(room.id))  # the old token stops working here at once
             return {"room": str(room.id), "seat": seat, "token": token, "version": room.version}
         raise Rejection("busy", "the room kept changing; try again")
 
@@ -141,10 +139,9 @@ class RoomsApp(RoomQueries):
         4.4): the worker's append, on the same path as a command. None: nothing was due."""
         moment = moment or self.clock()
         try:
-            room = self.current(room_id)
+            room = self.peek(room_id)
         except Rejection:
             return None
-        self.kept.keep(room)
         window = expired(room.state, moment)
         if window is None:
             return None

@@ -148,6 +148,13 @@ class RoomStore(Application[UUID]):
             return self.load(room_id)
         return self._up_to_date(room)
 
+    def peek(self, room_id: str | UUID) -> Room:
+        """The room as stored now (`current`), for the caller to read only: it stays kept
+        for this process's next command on it."""
+        room = self.current(room_id)
+        self.kept.keep(room)
+        return room
+
     def _up_to_date(self, room: Room) -> Room:
         """`room` with the events written since this process last saw it (one query);
         read afresh if its state is spoiled."""

@@ -170,12 +170,11 @@ class RoomWatch:
             # The token hashes of the room as stored now (one query for a room this
             # process keeps): every change, a token reissue included, rechecks them.
             try:
-                stored = self.app.current(room)
+                known = self.app.seats.of(room, stored=True)
             except Rejection:  # damaged, or gone: no token of it is good any more
                 hashes, hashes_at = {}, 2**62
             else:
-                self.app.kept.keep(stored)
-                hashes, hashes_at = dict(stored.token_hashes), stored.version
+                hashes, hashes_at = known.seats, known.version
             try:  # as GET .../view reads: bounded catch-up, never a forged or damaged row
                 version, views = self.app.room_rows(room)
             except Rejection:
