@@ -15,8 +15,9 @@ import hashlib
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from typing import NamedTuple
+
+from cachetools import LRUCache
 
 from dune_ledger.application.queries import PUBLIC_VIEW
 from dune_ledger.application.store import RoomStore, room_uuid
@@ -45,38 +46,45 @@ class Known(NamedTuple):
 
 
 class Seats:
-    """Seat and spectator token hashes per room (by canonical id), kept TOKEN_TTL seconds.
-    Raises `Rejection` for a room that is not there or does not verify."""
+    """Seat and spectator token hashes per room (by canonical id), trusted TOKEN_TTL
+    seconds, the TOKEN_CACHE rooms used most recently kept. Not a cache that drops
+    what is older than TOKEN_TTL: while the store is down, the hashes as last read
+    serve however old (`stored_only`). Raises `Rejection` for a room that is not
+    there or does not verify."""
 
     def __init__(self, rooms: RoomStore) -> None:
         self.rooms = rooms
-        self.hashes: OrderedDict[str, Known] = OrderedDict()
-        self.lock = threading.Lock()  # looked up from the threadpool and the stream's follower
+        self.hashes: LRUCache[str, Known] = LRUCache(maxsize=TOKEN_CACHE)
+        # Looked up from the threadpool and the stream's follower; a read of the cache
+        # moves the room to the front, so reads take the lock too.
+        self.lock = threading.Lock()
 
     def of(self, room_id: str, *, stored: bool = False) -> Known:
         """The room's token hashes: from memory if younger than TOKEN_TTL, or (`stored`,
         or else) from the room as stored now."""
         room_id = str(room_uuid(room_id))  # one entry per room, however it is spelled
-        known = self.hashes.get(room_id)
+        with self.lock:
+            known = self.hashes.get(room_id)
         if stored or known is None or time.monotonic() - known.at > TOKEN_TTL:
             room = self.rooms.peek(room_id)
             known = Known(time.monotonic(), dict(room.token_hashes), room.spectator_hash,
                           room.version)
             with self.lock:
                 self.hashes[room_id] = known
-                self.hashes.move_to_end(room_id)
-                if len(self.hashes) > TOKEN_CACHE:
-                    self.hashes.popitem(last=False)
         return known
 
     def forget(self, room_id: str) -> None:
-        self.hashes.pop(str(room_uuid(room_id)), None)
+        room_id = str(room_uuid(room_id))
+        with self.lock:
+            self.hashes.pop(room_id, None)
 
     def seat(self, room_id: str, token: str, *, stored_only: bool = False) -> str | None:
         """The token's seat; `stored_only`: from the hashes as last read, however old (the
         store is down: no token can be re-issued meanwhile), None when none were read."""
         if stored_only:
-            known = self.hashes.get(str(room_uuid(room_id)))
+            room_id = str(room_uuid(room_id))
+            with self.lock:
+                known = self.hashes.get(room_id)
             return None if known is None else seat_of_hash(known.seats, token_hash(token))
         return seat_of_hash(self.of(room_id).seats, token_hash(token))
 

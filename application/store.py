@@ -12,13 +12,13 @@ from __future__ import annotations
 import gc
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID
 
+from cachetools import LRUCache
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Recording
 
@@ -290,7 +290,7 @@ class RoomStore(Application[UUID]):
 
 
 class KeptRooms:
-    """Rooms kept in memory between commands, least recently used first out.
+    """Rooms kept in memory between commands, the least recently used first out.
 
     `take` removes the room, so a command holds it alone while it mutates it: a
     concurrent command on the same room loads its own copy, and a failed save
@@ -299,8 +299,8 @@ class KeptRooms:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.rooms: OrderedDict[UUID, Room] = OrderedDict()
-        self.lock = threading.Lock()
+        self.rooms: LRUCache[UUID, Room] = LRUCache(maxsize=size)
+        self.lock = threading.Lock()  # commands run on many threads; the cache is not safe
 
     def take(self, room_id: str | UUID) -> Room | None:
         try:
@@ -315,8 +315,6 @@ class KeptRooms:
             return
         with self.lock:
             self.rooms[room.id] = room
-            while len(self.rooms) > self.size:
-                self.rooms.popitem(last=False)
 
 
 def spoiled(room: Room) -> bool:
