@@ -20,7 +20,7 @@ from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError
 
-from dune_ledger.application.queries import RoomFold, RoomQueries
+from dune_ledger.application.queries import RoomQueries
 from dune_ledger.application.seats import Seats, token_hash
 from dune_ledger.application.store import (
     ROOM_CACHE_ENV,
@@ -39,7 +39,7 @@ from dune_ledger.domain.rules import SYSTEM, Tx, apply, decide, initial_state
 
 # The names the infrastructure, scripts and tests import from the application's face.
 __all__ = ["ROOM_CACHE_ENV", "RETRIES", "RETRY_PAUSE", "AppendRetried", "RandomnessFactory",
-           "RoomFold", "RoomsApp", "now", "room_cache_size", "room_uuid", "token_hash"]
+           "RoomsApp", "now", "room_cache_size", "room_uuid", "token_hash"]
 
 # (room seed or None, room version) -> the randomness for one decision
 RandomnessFactory = Callable[[int | None, int], Randomness]
