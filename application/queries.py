@@ -29,7 +29,7 @@ PUBLIC_VIEW = "*public*"  # the key of the public view among the views (projecti
 
 
 class RoomQueries(RoomStore):
-    # `open_rooms` injects them.
+    # The read models (projections/), which `open_rooms` injects.
     read_models: ReadModelsPort | None = None
     # Opens this app's storage again (with its read models), as a new process must, for
     # one query at a time (an audit's part: one PostgreSQL connection to start with):
