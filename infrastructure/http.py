@@ -27,7 +27,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import unquote_plus
 
 from eventsourcing.persistence import InterfaceError, OperationalError
@@ -41,7 +41,8 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from dune_ledger.application.rooms import RoomsApp, token_hash
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.application.seats import TOKEN_CACHE, Seats, token_hash
 from dune_ledger.domain.game import AnyCommand, Layout, LayoutError, Rejection, describe_errors
 from dune_ledger.infrastructure import http_models as m
 from dune_ledger.infrastructure import observability
@@ -59,11 +60,6 @@ log = logging.getLogger("dune_ledger.http")
 
 MAX_BODY = 64 * 1024  # a layout names every card once: a few KB; commands are far smaller
 KEEPALIVE = 15  # seconds between the stream's keep-alive comments
-TOKEN_CACHE = 4096  # rooms whose seat-token hashes are kept in memory
-# Seconds a room's token hashes are trusted from memory: a token re-issued by another
-# process stops working here within this time (at once on the process that issued it);
-# INTERFACE allows 1 s. A stream never relies on it: it checks the room as stored.
-TOKEN_TTL = 0.5
 STREAMS_PER_TOKEN = 8  # INTERFACE: at most 8 open streams a token, 429 beyond
 # Reads answer 503 rather than wait longer than this on a store that does not answer.
 READ_BOUND = 1.8
@@ -207,79 +203,6 @@ def install_access_log_filter() -> None:
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, AccessLogRedaction) for f in access.filters):
         access.addFilter(AccessLogRedaction())
-
-
-class Known(NamedTuple):
-    """A room's token hashes as read from the store at `version`, at monotonic `at`."""
-
-    at: float
-    seats: dict[str, str]
-    spectator: str | None
-    version: int
-
-
-class Tokens:
-    """Seat and spectator token hashes per room (by canonical id), kept TOKEN_TTL seconds."""
-
-    def __init__(self, rooms: RoomsApp) -> None:
-        self.rooms = rooms
-        self.hashes: OrderedDict[str, Known] = OrderedDict()
-        self.lock = threading.Lock()  # looked up from the threadpool
-
-    def of(self, room_id: str, *, stored: bool = False) -> Known:
-        """The room's token hashes: from memory if younger than TOKEN_TTL, or (`stored`,
-        or else) from the room as stored now."""
-        try:
-            room_id = canonical(room_id)  # one entry per room, however it is spelled
-        except Rejection as r:
-            raise Refused(r.code, r.message) from None
-        known = self.hashes.get(room_id)
-        if stored or known is None or time.monotonic() - known.at > TOKEN_TTL:
-            try:
-                room = self.rooms.current(room_id)
-            except Rejection as r:
-                raise Refused(r.code, r.message) from None
-            self.rooms.kept.keep(room)
-            known = Known(time.monotonic(), dict(room.token_hashes), room.spectator_hash,
-                          room.version)
-            with self.lock:
-                self.hashes[room_id] = known
-                self.hashes.move_to_end(room_id)
-                if len(self.hashes) > TOKEN_CACHE:
-                    self.hashes.popitem(last=False)
-        return known
-
-    def forget(self, room_id: str) -> None:
-        self.hashes.pop(canonical(room_id), None)
-
-    def seat(self, room_id: str, token: str, *, stored_only: bool = False) -> str | None:
-        """The token's seat; `stored_only`: from the hashes as last read, however old (the
-        store is down: no token can be re-issued meanwhile), None when none were read."""
-        if stored_only:
-            try:
-                known = self.hashes.get(canonical(room_id))
-            except Rejection as r:
-                raise Refused(r.code, r.message) from None
-            return None if known is None else seat_of_hash(known.seats, token_hash(token))
-        return seat_of_hash(self.of(room_id).seats, token_hash(token))
-
-    def stored_seat(self, room_id: str, token: str) -> tuple[str | None, int]:
-        """The token's seat in the room as stored now (no older memory), and the
-        version it was checked at."""
-        known = self.of(room_id, stored=True)
-        return seat_of_hash(known.seats, token_hash(token)), known.version
-
-    def spectator(self, room_id: str, token: str) -> bool:
-        stored = self.of(room_id).spectator
-        return stored is not None and same_secret(stored, token_hash(token))
-
-
-def seat_of_hash(seats: dict[str, str], digest: str) -> str | None:
-    found = None
-    for faction, stored in seats.items():
-        if same_secret(stored, digest):  # every seat compared: constant time
-            found = faction
-    return found
 
 
 OPERATOR_SCOPE = "*operator*"  # the operator routes' scope of wrong tokens: never a room id
@@ -457,11 +380,8 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         rooms_app: RoomsApp = state["rooms"]
         return rooms_app
 
-    def tokens() -> Tokens:
-        if "tokens" not in state:
-            state["tokens"] = Tokens(app())
-        known: Tokens = state["tokens"]
-        return known
+    def tokens() -> Seats:
+        return app().seats
 
     def client(request: Request) -> str:
         return request.client.host if request.client else "?"
@@ -479,7 +399,10 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         token = token_of(request, query_token)
         if last_views.down():
             # The hashes this process last read: a token it never saw waits for the store.
-            seat = tokens().seat(room, token, stored_only=True)
+            try:
+                seat = tokens().seat(room, token, stored_only=True)
+            except Rejection as r:
+                raise Refused(r.code, r.message) from None
             if seat is None:
                 raise store_unavailable()
             return seat
@@ -491,12 +414,11 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
 
     async def seat_or_spectator(request: Request, room: str) -> str | None:
         """The seat of a seat token, None for the room's spectator token."""
-        token = bearer(request)
-        seat = await bounded(tokens().seat, room, token)
-        if seat is None and not await bounded(tokens().spectator, room, token):
+        seat = await bounded(tokens().seat_of, room, bearer(request))
+        if seat is None:
             raise wrong_tokens.wrong(client(request), canonical(room),
                                      "that token is not a token of this room")
-        return seat
+        return None if seat == PUBLIC else seat
 
     async def operator(request: Request, room: str | None = None) -> None:
         """The operator routes: the operator token when one is set; never a seat token."""
@@ -526,8 +448,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
                 return await is_room_token(token, room)
             except Refused:  # that room is gone or damaged: the token is no token of it
                 return False
-        return bool(await bounded(tokens().seat, room, token) is not None
-                    or await bounded(tokens().spectator, room, token))
+        return await bounded(tokens().seat_of, room, token) is not None
 
     async def bounded(fn: Callable[..., Any], *args: Any, seconds: float = READ_BOUND) -> Any:
         """A read that answers 503 rather than wait on a store that does not answer."""
@@ -798,7 +719,6 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
             issued = await run_in_threadpool(app().reissue_token, room, faction)
         except Rejection as r:
             raise Refused(r.code, r.message) from None
-        tokens().forget(room)
         return JSONResponse(issued, status_code=201)
 
     @api.get("/rooms/{room}/audit", summary="replay and check the room (operator)",

@@ -10,11 +10,11 @@ shaped) and pass it through `projections.guard` before storing.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
+from cachetools import LRUCache
 
 from dune_ledger.application.stream import Recorded, SeatTokenReissued, Undecodable
 from dune_ledger.domain.game import (
@@ -165,8 +165,7 @@ class SeatViews(Projector):
         super().__init__(store, cache_size)
         # The autopilot index rows this projector wrote, for the rooms seen most
         # recently: an unchanged row (most events) is not written again.
-        self.index: OrderedDict[str, Autopilot] = OrderedDict()
-        self.index_size = cache_size
+        self.index: LRUCache[str, Autopilot] = LRUCache(maxsize=cache_size)
 
     def forget(self) -> None:
         super().forget()
@@ -200,9 +199,6 @@ class SeatViews(Projector):
         tx.put_autopilot([row for row in rows if self.index.get(row[0]) != row])
         for row in rows:
             self.index[row[0]] = row
-            self.index.move_to_end(row[0])
-        while len(self.index) > self.index_size:
-            self.index.popitem(last=False)
         return failed
 
     def quarantined(self, tx: Writes, rec: Recorded | Undecodable) -> None:
@@ -220,7 +216,7 @@ class RoomStates:
     """Room states folded from events, kept for the rooms seen most recently."""
 
     def __init__(self, cache_size: int) -> None:
-        self.cache: OrderedDict[str, RoomState] = OrderedDict()
+        self.cache: LRUCache[str, RoomState] = LRUCache(maxsize=cache_size)
         self.size = cache_size
 
     def clear(self) -> None:
@@ -251,9 +247,6 @@ class RoomStates:
                 raise ProjectionError(f"room {room}: version {rec.originator_version} "
                                       f"({rec.type}) cannot be applied: {e}") from e
         self.cache[room] = state
-        self.cache.move_to_end(room)
-        while len(self.cache) > self.size:
-            self.cache.popitem(last=False)
         return state
 
 
