@@ -35,6 +35,8 @@ from typing import Any
 import orjson
 from prometheus_client import Counter, Gauge, Histogram
 
+from dune_ledger.application.rooms import Result, RoomsApp
+
 FORMAT_ENV = "DUNE_LEDGER_LOG_FORMAT"
 LEVEL_ENV = "DUNE_LEDGER_LOG_LEVEL"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -153,28 +155,27 @@ def command_type(raw: Any) -> str:
     return kind if isinstance(kind, str) and kind in command_types() else "invalid"
 
 
-def instrument(app: Any) -> Any:
-    """Log and count every command the app runs, and report its read models' lag."""
-    execute = app.execute
+class ObservedRooms(RoomsApp):
+    """The rooms as `open_rooms` serves them: every command logged and counted, and
+    their read models' lag reported while open."""
 
-    def observed(room_id: str, seat: str, raw: Any) -> dict[str, Any]:
+    name = RoomsApp.name  # the same application to the store: its tables, its settings
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _watched.add(self)
+
+    def execute(self, room_id: str, seat: str, raw: Any) -> Result:
         started = time.perf_counter()
-        result: dict[str, Any] = execute(room_id, seat, raw)
+        result = super().execute(room_id, seat, raw)
         code = "ok" if result.get("ok") else str(result.get("error", {}).get("code", "error"))
         command_done(str(room_id)[:64], seat, command_type(raw), code,
                      time.perf_counter() - started)
         return result
 
-    app.execute = observed
-    close = app.close
-
-    def closed() -> None:  # a closed app's store reports no lag
-        _watched.discard(app)
-        close()
-
-    app.close = closed
-    _watched.add(app)
-    return app
+    def close(self) -> None:  # a closed app's store reports no lag
+        _watched.discard(self)
+        super().close()
 
 
 def projection_lag() -> float:
