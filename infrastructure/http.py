@@ -15,9 +15,7 @@ the same message the CLI gives, never the framework's 422.
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -25,7 +23,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
-from urllib.parse import unquote_plus
 
 from eventsourcing.persistence import InterfaceError, OperationalError
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -63,6 +60,7 @@ from dune_ledger.infrastructure.http_errors import (
 )
 from dune_ledger.infrastructure.http_stream import OpenStreams, Streams
 from dune_ledger.infrastructure.http_stream import router as stream_router
+from dune_ledger.infrastructure.observability import first_line, redact_url
 from dune_ledger.infrastructure.page import router as page_router
 from dune_ledger.infrastructure.storage import UsageError
 from dune_ledger.infrastructure.strict_json import JSONInputError, loads
@@ -98,54 +96,6 @@ async def read_json(request: Request, what: str) -> Any:
         return loads(bytes(body))
     except JSONInputError as e:
         raise Refused("invalid_command", f"{what} is not valid JSON: {e}") from None
-
-
-REDACTED = "[redacted]"
-
-def secret_name(name: str) -> bool:
-    """Whether a query parameter's name, however percent-encoded (even more than once),
-    names a token: its value is then never logged."""
-    for _ in range(4):
-        decoded = unquote_plus(name)
-        if decoded == name:
-            break
-        name = decoded
-    return "token" in name.casefold()
-
-
-def redact_url(target: str) -> str:
-    """A path with its query string, every token parameter's value replaced: the query
-    is parsed as the framework parses it (split on `&`, each name percent-decoded), so
-    `?%74oken=` is redacted as `?token=` is."""
-    path, mark, query = target.partition("?")
-    if not mark:
-        return target
-    parts = []
-    for part in re.split(r"([&;])", query):  # `;` too: a parser that splits on it
-        name, eq, _ = part.partition("=")
-        parts.append(part if not secret_name(name) else f"{name}={REDACTED}" if eq
-                     else REDACTED)
-    return f"{path}?{''.join(parts)}"
-
-
-class AccessLogRedaction(logging.Filter):
-    """uvicorn's access log prints the query string: an EventSource's `?token=` is a
-    seat token, and it must not reach a log file."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple):
-            record.args = tuple(redact_url(a) if isinstance(a, str) else a
-                                for a in record.args)
-        elif isinstance(record.msg, str):
-            record.msg = " ".join(redact_url(word) for word in record.msg.split(" "))
-        return True
-
-
-def install_access_log_filter() -> None:
-    """Called at startup, after uvicorn configured its loggers."""
-    access = logging.getLogger("uvicorn.access")
-    if not any(isinstance(f, AccessLogRedaction) for f in access.filters):
-        access.addFilter(AccessLogRedaction())
 
 
 class Known(NamedTuple):
@@ -268,7 +218,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
         factory = None if isinstance(rooms, RoomsApp) else rooms
         if factory is not None:
             start(await run_in_threadpool(factory))
-        install_access_log_filter()
+        observability.install_access_log_filter()
         yield
         api.state.streams.close()
         if factory is not None:
@@ -489,7 +439,6 @@ def etags(header: str) -> set[str]:
 
 def app_from_env() -> FastAPI:
     """For `uvicorn --factory` and `dune-ledger serve --workers N`: storage from DUNE_LEDGER_DB."""
-    from dune_ledger.infrastructure import observability
     from dune_ledger.infrastructure.storage import open_rooms
 
     # A worker process of its own: its logs as the CLI's `serve` would set them.
@@ -515,7 +464,7 @@ def check_host(host: str) -> None:
                          "unset: set it, or listen on 127.0.0.1")
 
 
-def check_store(rooms: RoomsApp, url: str) -> None:
+def check_store(rooms: RoomsApp, where: str) -> None:
     """StoreDown unless the store answers within READY_BOUND seconds."""
     import concurrent.futures
 
@@ -523,22 +472,12 @@ def check_store(rooms: RoomsApp, url: str) -> None:
     try:
         pool.submit(rooms.recorder.max_notification_id).result(timeout=READY_BOUND)
     except concurrent.futures.TimeoutError:
-        raise StoreDown(f"the store at {safe_url(url)} did not answer within "
+        raise StoreDown(f"the store at {where} did not answer within "
                         f"{READY_BOUND:g} s") from None
     except Exception as e:  # noqa: BLE001 - any failure of the store is the same one line
-        raise StoreDown(f"the store at {safe_url(url)} does not answer: "
-                        f"{first_line(e)}") from None
+        raise StoreDown(f"the store at {where} does not answer: {first_line(e)}") from None
     finally:
         pool.shutdown(wait=False)
-
-
-def safe_url(url: str | None) -> str:
-    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url or "the default URL")
-
-
-def first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0]
 
 
 def serve(url: str | None, host: str, port: int, workers: int = 1, *,
@@ -552,6 +491,7 @@ def serve(url: str | None, host: str, port: int, workers: int = 1, *,
     from dune_ledger.infrastructure.worker import Background
 
     check_host(host)
+    where = redact_url(url) if url else "the default URL"
     # A dead store answers 503 within 2 s: a pooled connection is waited for, and a
     # new one connected, for at most a second (unless the operator chose otherwise).
     os.environ.setdefault("DUNE_LEDGER_PG_CONNECT_TIMEOUT", "1")
@@ -560,9 +500,9 @@ def serve(url: str | None, host: str, port: int, workers: int = 1, *,
     except UsageError as e:
         raise StoreDown(first_line(e)) from None
     except Exception as e:  # noqa: BLE001 - the store is down or unreadable: one line
-        raise StoreDown(f"cannot open the store at {safe_url(url)}: {first_line(e)}") from None
+        raise StoreDown(f"cannot open the store at {where}: {first_line(e)}") from None
     try:
-        check_store(rooms, url or "")
+        check_store(rooms, where)
     except StoreDown:
         rooms.close()
         raise

@@ -16,7 +16,8 @@ import orjson
 import pytest
 import uvicorn
 
-from dune_ledger.infrastructure.http import AccessLogRedaction, create_app, redact_url
+from dune_ledger.infrastructure.http import create_app
+from dune_ledger.infrastructure.observability import AccessLogRedaction, redact_url
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 from tests.test_http import ADMIN, auth, free_port
