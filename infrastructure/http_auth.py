@@ -12,11 +12,11 @@ import asyncio
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
+from cachetools import LRUCache
 from eventsourcing.persistence import InterfaceError, OperationalError
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
@@ -84,7 +84,7 @@ class LastViews:
 
     def __init__(self) -> None:
         self.down_until = 0.0
-        self.views: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self.views: LRUCache[tuple[str, str], dict[str, Any]] = LRUCache(TOKEN_CACHE)
 
     def down(self) -> bool:
         return time.monotonic() < self.down_until
@@ -94,9 +94,6 @@ class LastViews:
 
     def keep(self, room: str, seat: str, view: dict[str, Any]) -> None:
         self.views[(room, seat)] = view
-        self.views.move_to_end((room, seat))
-        if len(self.views) > TOKEN_CACHE:
-            self.views.popitem(last=False)
 
     def get(self, room: str, seat: str) -> dict[str, Any] | None:
         return self.views.get((room, seat))
@@ -117,7 +114,7 @@ class WrongTokens:
     """
 
     def __init__(self) -> None:
-        self.clients: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        self.clients: LRUCache[tuple[str, str], list[float]] = LRUCache(CLIENTS)
         self.lock = threading.Lock()
 
     def check(self, client: str, scope: str) -> None:
@@ -136,9 +133,6 @@ class WrongTokens:
             times = self._recent(key)
             times.append(time.monotonic())
             del times[:-WRONG_LIMIT]  # the oldest that still counts is all the limit needs
-            self.clients.move_to_end(key)
-            while len(self.clients) > CLIENTS:
-                self.clients.popitem(last=False)
         try:
             self.check(client, scope)
         except Refused as over:
