@@ -553,42 +553,19 @@ def command_types() -> str:
             "expected_version):\n" + "\n".join(lines))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog=PROG, formatter_class=Formatter,
-               description="Treachery-card custody for GF9 Dune rooms: an event-sourced "
-                           "room engine.",
-               epilog=examples("dune-ledger demo",
-                               "dune-ledger room create examples/box.json",
-                               "dune-ledger --db postgresql://postgres@127.0.0.1:5432/dune "
-                               "audit --all",
-                               "dune-ledger COMMAND --help   (each command's own help)"))
-    p.add_argument("--db", help=DB_HELP)
-    p.add_argument("--version", action="version", version=f"{PROG} {version()}")
-    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
+def command(parent: Any, name: str, help: str, *example: str,
+            epilog: str = "") -> argparse.ArgumentParser:
+    """A subcommand of `parent` (a subparsers action), its examples in its help."""
+    text = examples(*example) + (f"\n\n{epilog}" if epilog else "") if example else epilog
+    parser: argparse.ArgumentParser = parent.add_parser(
+        name, help=help, description=help, epilog=text or None, formatter_class=Formatter)
+    # --db after the subcommand too; SUPPRESS: absent, it leaves the global one alone.
+    parser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
+    return parser
 
-    def command(parent: Any, name: str, help: str, *example: str,
-                epilog: str = "") -> argparse.ArgumentParser:
-        text = examples(*example) + (f"\n\n{epilog}" if epilog else "") if example else epilog
-        parser: argparse.ArgumentParser = parent.add_parser(
-            name, help=help, description=help, epilog=text or None, formatter_class=Formatter)
-        # --db after the subcommand too; SUPPRESS: absent, it leaves the global one alone.
-        parser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
-        return parser
 
-    demo = command(sub, "demo", "play two scripted rooms (a Box search, an Ambassador "
-                   "purchase) and print a short summary; its rooms go to "
-                   "dune-ledger-demo.db unless --db names another store",
-                   "dune-ledger demo", "dune-ledger demo --json > demo.json")
-    demo.add_argument("--json", action="store_true",
-                      help="print every scene (commands, views, logs, audits) as JSON")
-    demo.set_defaults(fn=cmd_demo)
-
-    cat = command(sub, "catalog", "print the physical cards as JSON",
-                  "dune-ledger catalog", "dune-ledger catalog --expansions choam_richese")
-    cat.add_argument("--expansions", metavar="LIST",
-                     help=f"comma-separated, of: {','.join(EXPANSIONS)} (none: the base game)")
-    cat.set_defaults(fn=cmd_catalog)
-
+def add_room_commands(sub: Any) -> None:
+    """`room` and its actions: create, command, view, log, at, end, transcript."""
     room = command(sub, "room", "create, command and read rooms",
                    "dune-ledger room create examples/box.json",
                    "dune-ledger room view ROOM --as richese")
@@ -649,6 +626,35 @@ def build_parser() -> argparse.ArgumentParser:
                  "dune-ledger room transcript ROOM > room.transcript")
     tr.add_argument("room", metavar="ROOM", help="the room id")
     tr.set_defaults(fn=cmd_room_transcript)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog=PROG, formatter_class=Formatter,
+               description="Treachery-card custody for GF9 Dune rooms: an event-sourced "
+                           "room engine.",
+               epilog=examples("dune-ledger demo",
+                               "dune-ledger room create examples/box.json",
+                               "dune-ledger --db postgresql://postgres@127.0.0.1:5432/dune "
+                               "audit --all",
+                               "dune-ledger COMMAND --help   (each command's own help)"))
+    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--version", action="version", version=f"{PROG} {version()}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
+    demo = command(sub, "demo", "play two scripted rooms (a Box search, an Ambassador "
+                   "purchase) and print a short summary; its rooms go to "
+                   "dune-ledger-demo.db unless --db names another store",
+                   "dune-ledger demo", "dune-ledger demo --json > demo.json")
+    demo.add_argument("--json", action="store_true",
+                      help="print every scene (commands, views, logs, audits) as JSON")
+    demo.set_defaults(fn=cmd_demo)
+
+    cat = command(sub, "catalog", "print the physical cards as JSON",
+                  "dune-ledger catalog", "dune-ledger catalog --expansions choam_richese")
+    cat.add_argument("--expansions", metavar="LIST",
+                     help=f"comma-separated, of: {','.join(EXPANSIONS)} (none: the base game)")
+    cat.set_defaults(fn=cmd_catalog)
+
+    add_room_commands(sub)
 
     ver = command(sub, "verify", "check an ended room's transcript: commitment, every "
                   "shuffle and sample, every draw, hashes, signatures, replay (exit 1 on a "
