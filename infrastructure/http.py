@@ -60,7 +60,6 @@ from dune_ledger.infrastructure.http_errors import (
 )
 from dune_ledger.infrastructure.http_stream import OpenStreams, Streams
 from dune_ledger.infrastructure.http_stream import router as stream_router
-from dune_ledger.infrastructure.observability import first_line, redact_url
 from dune_ledger.infrastructure.page import router as page_router
 from dune_ledger.infrastructure.storage import UsageError
 from dune_ledger.infrastructure.strict_json import JSONInputError, loads
@@ -210,8 +209,8 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     token = os.environ.get("DUNE_LEDGER_ADMIN_TOKEN", "") if admin_token is None \
         else admin_token
 
-    def start(served: RoomsApp) -> None:
-        api.state.served = Served(served, Tokens(served), token)
+    def start(opened: RoomsApp) -> None:
+        api.state.served = Served(opened, Tokens(opened), token)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -475,7 +474,8 @@ def check_store(rooms: RoomsApp, where: str) -> None:
         raise StoreDown(f"the store at {where} did not answer within "
                         f"{READY_BOUND:g} s") from None
     except Exception as e:  # noqa: BLE001 - any failure of the store is the same one line
-        raise StoreDown(f"the store at {where} does not answer: {first_line(e)}") from None
+        raise StoreDown(f"the store at {where} does not answer: "
+                        f"{observability.first_line(e)}") from None
     finally:
         pool.shutdown(wait=False)
 
@@ -491,16 +491,17 @@ def serve(url: str | None, host: str, port: int, workers: int = 1, *,
     from dune_ledger.infrastructure.worker import Background
 
     check_host(host)
-    where = redact_url(url) if url else "the default URL"
+    where = observability.redact_url(url) if url else "the default URL"
     # A dead store answers 503 within 2 s: a pooled connection is waited for, and a
     # new one connected, for at most a second (unless the operator chose otherwise).
     os.environ.setdefault("DUNE_LEDGER_PG_CONNECT_TIMEOUT", "1")
     try:
         rooms = open_rooms(url)
     except UsageError as e:
-        raise StoreDown(first_line(e)) from None
+        raise StoreDown(observability.first_line(e)) from None
     except Exception as e:  # noqa: BLE001 - the store is down or unreadable: one line
-        raise StoreDown(f"cannot open the store at {where}: {first_line(e)}") from None
+        raise StoreDown(f"cannot open the store at {where}: "
+                        f"{observability.first_line(e)}") from None
     try:
         check_store(rooms, where)
     except StoreDown:
