@@ -32,7 +32,7 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def same_hash(a: str, b: str) -> bool:
+def same_secret(a: str, b: str) -> bool:
     return secrets.compare_digest(a.encode(), b.encode())
 
 
@@ -96,7 +96,7 @@ class Seats:
 
     def spectator(self, room_id: str, token: str) -> bool:
         stored = self.of(room_id).spectator
-        return stored is not None and same_hash(stored, token_hash(token))
+        return stored is not None and same_secret(stored, token_hash(token))
 
     def seat_of(self, room_id: str, token: str) -> str | None:
         """Whose token it is: its seat's faction, PUBLIC_VIEW for the room's spectator
@@ -110,6 +110,6 @@ class Seats:
 def seat_of_hash(seats: dict[str, str], digest: str) -> str | None:
     found = None
     for faction, stored in seats.items():
-        if same_hash(stored, digest):  # every seat compared: constant time
+        if same_secret(stored, digest):  # every seat compared: constant time
             found = faction
     return found

@@ -26,6 +26,7 @@ import orjson
 from dune_ledger.domain.game import EXPANSIONS, FACTIONS, LayoutError, Rejection, room_cards
 from dune_ledger.infrastructure import observability, strict_json
 from dune_ledger.infrastructure.errors import UsageError
+from dune_ledger.infrastructure.observability import first_line, redact_url
 from dune_ledger.infrastructure.storage import DEFAULT_URL, open_rooms
 from dune_ledger.projections.store import ReadModelsTooNew
 
@@ -130,36 +131,19 @@ def store_errors(url: str) -> Iterator[None]:
     """A store that cannot be opened or read is a usage error that names the store."""
     from eventsourcing.persistence import PersistenceError
 
-    where = redact(url)
+    where = redact_url(url)
     try:
         yield
     except BrokenPipeError:
         raise  # the reader of stdout went away (`| head`): not the store
     except (sqlite3.Error, PersistenceError) as e:
-        raise Exit(2, f"the store {where} cannot be used: {one_line(e)}. Check that --db names "
+        raise Exit(2, f"the store {where} cannot be used: {first_line(e)}. Check that --db names "
                       "a writable dune-ledger database (a file, not a directory) and that "
                       "the server is up") from None
     except OSError as e:
         # The library reports a bad database setting as an OSError too.
-        detail = e.strerror or one_line(e)
+        detail = e.strerror or first_line(e)
         raise Exit(2, f"the store {where} cannot be used: {detail}") from None
-
-
-def redact(url: str) -> str:
-    """A URL as it may be printed: no password."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        host = parts.hostname or ""
-        netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
-
-
-def one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text[:300]
 
 
 def seconds(text: str) -> float:
@@ -266,7 +250,7 @@ def cmd_room_view(args: argparse.Namespace) -> int:
                                            f"{args.wait_version} within {args.timeout:g} s")
             # The room's chain verifies, as a token check makes it over HTTP (RULES 8):
             # read models built before an edit of the events are not served.
-            app.kept.keep(app.current(args.room))
+            app.peek(args.room)
             if args.public:
                 return app.public_view(args.room)
             return app.seat_view(args.room, args.seat)
@@ -515,7 +499,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.json:
         emit(transcript.as_json())
     else:
-        print_summary(transcript, redact(url))
+        print_summary(transcript, redact_url(url))
     return 0 if transcript.ok else 1
 
 
@@ -812,7 +796,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the last resort: still no traceback for the user
         if os.environ.get("DUNE_LEDGER_DEBUG"):
             raise
-        print(f"{PROG}: unexpected error: {type(e).__name__}: {one_line(e)}. "
+        print(f"{PROG}: unexpected error: {type(e).__name__}: {first_line(e)}. "
               "Run again with DUNE_LEDGER_DEBUG=1 to see where, and report it.",
               file=sys.stderr)
         code = 2

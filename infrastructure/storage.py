@@ -336,7 +336,8 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
     if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
         private_files(env["SQLITE_DBNAME"])
     with first_use_lock(env):
-        app = RoomsApp(env, randomness=randomness_factory or randomness.for_room, signer=keys)
+        app = observability.ObservedRooms(
+            env, randomness=randomness_factory or randomness.for_room, signer=keys)
         # The read models live in the same database as the events (projections/).
         app.read_models = open_read_models(app)
         if env.get("PERSISTENCE_MODULE") != "eventsourcing.popo":
@@ -347,7 +348,7 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
                                  key_file=key_file,
                                  **{**extra_env, "CREATE_TABLE": "no",
                                     "POSTGRES_POOL_SIZE": "1"})
-        return observability.instrument(app)
+        return app
 
 
 def private_files(path: str) -> None:

@@ -79,8 +79,7 @@ def transcript(app: RoomsApp, room_id: str) -> Iterable[bytes]:
     """An ended room's transcript: its export lines. `room_not_ended` before the end."""
     from dune_ledger.infrastructure.transfer import export_lines  # the one export format
 
-    room = app.current(room_id)
-    app.kept.keep(room)
+    room = app.peek(room_id)
     if room.state.ended is None:
         raise Rejection("room_not_ended", "the room has not ended: its transcript is "
                         "served once the operator ends it (`dune-ledger room end ROOM`)")

@@ -16,7 +16,8 @@ import orjson
 import pytest
 import uvicorn
 
-from dune_ledger.infrastructure.http import AccessLogRedaction, create_app, redact_url
+from dune_ledger.infrastructure.http import create_app
+from dune_ledger.infrastructure.observability import AccessLogRedaction, redact_url
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 from tests.test_http import ADMIN, auth, free_port
@@ -214,10 +215,10 @@ def test_each_keep_alive_rechecks_the_token_against_the_stored_room(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Should the follower miss a change (here: it misses every one), the keep-alive
     still finds a reissued token: the stream sends its pings, then ends."""
-    from dune_ledger.infrastructure import http
+    from dune_ledger.infrastructure import http_stream
     from dune_ledger.infrastructure.watch import RoomWatch
 
-    monkeypatch.setattr(http, "KEEPALIVE", 0.3)
+    monkeypatch.setattr(http_stream, "KEEPALIVE", 0.3)
     monkeypatch.setattr(RoomWatch, "_scan", lambda self: [])
     with Server(f"sqlite:///{tmp_path / 'pings.db'}") as running:
         room = create(running.base)
