@@ -86,6 +86,9 @@ class RoomsApp(RoomQueries):
         self.seats = Seats(self)
         # The clock port handed to the rules: a window's deadline is stamped from it.
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        # Told of every command once it has run (the command log and metrics:
+        # `open_rooms` sets it): room, seat, the command as sent, result, seconds.
+        self.observer: Callable[[str, str, Any, Result, float], None] | None = None
 
     def create_room(self, raw_layout: Any) -> Result:
         """Validate a layout and store the new room. LayoutError on bad input."""
@@ -139,11 +142,16 @@ class RoomsApp(RoomQueries):
 
     def execute(self, room_id: str, seat: str, raw: Any) -> Result:
         """Run one command as `seat`. Never raises for a rule: returns the result shape."""
+        started = time.perf_counter()
         try:
             command = parse_command(raw)
         except Rejection as r:
-            return self._refused(room_id, r)
-        return self._run(room_id, seat, command, self.clock())
+            result = self._refused(room_id, r)
+        else:
+            result = self._run(room_id, seat, command, self.clock())
+        if self.observer is not None:
+            self.observer(str(room_id), seat, raw, result, time.perf_counter() - started)
+        return result
 
     def close_expired(self, room_id: str, moment: datetime | None = None) -> Result | None:
         """Close the room's open window if its deadline has passed by `moment` (RULES

@@ -30,7 +30,6 @@ import logging
 import os
 import re
 import sys
-import time
 import weakref
 from typing import Any
 from urllib.parse import unquote_plus
@@ -38,7 +37,7 @@ from urllib.parse import unquote_plus
 import orjson
 from prometheus_client import Counter, Gauge, Histogram
 
-from dune_ledger.application.rooms import Result, RoomsApp
+from dune_ledger.application.rooms import RoomsApp
 
 FORMAT_ENV = "DUNE_LEDGER_LOG_FORMAT"
 LEVEL_ENV = "DUNE_LEDGER_LOG_LEVEL"
@@ -220,27 +219,16 @@ def command_type(raw: Any) -> str:
     return kind if isinstance(kind, str) and kind in command_types() else "invalid"
 
 
-class ObservedRooms(RoomsApp):
-    """The rooms as `open_rooms` serves them: every command logged and counted, and
-    their read models' lag reported while open."""
+def observe(app: RoomsApp) -> None:
+    """Log and count every command `app` runs, and report its read models' lag while it
+    is open (a closed app leaves the weak set with its last reference)."""
+    app.observer = command_ran
+    _watched.add(app)
 
-    name = RoomsApp.name  # the same application to the store: its tables, its settings
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _watched.add(self)
-
-    def execute(self, room_id: str, seat: str, raw: Any) -> Result:
-        started = time.perf_counter()
-        result = super().execute(room_id, seat, raw)
-        code = "ok" if result.get("ok") else str(result.get("error", {}).get("code", "error"))
-        command_done(str(room_id)[:64], seat, command_type(raw), code,
-                     time.perf_counter() - started)
-        return result
-
-    def close(self) -> None:  # a closed app's store reports no lag
-        _watched.discard(self)
-        super().close()
+def command_ran(room: str, seat: str, raw: Any, result: dict[str, Any], seconds: float) -> None:
+    code = "ok" if result.get("ok") else str(result.get("error", {}).get("code", "error"))
+    command_done(room[:64], seat, command_type(raw), code, seconds)
 
 
 def projection_lag() -> float:

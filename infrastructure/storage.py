@@ -336,8 +336,8 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
     if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
         private_files(env["SQLITE_DBNAME"])
     with first_use_lock(env):
-        app = observability.ObservedRooms(
-            env, randomness=randomness_factory or randomness.for_room, signer=keys)
+        app = RoomsApp(env, randomness=randomness_factory or randomness.for_room, signer=keys)
+        observability.observe(app)
         # The read models live in the same database as the events (projections/).
         app.read_models = open_read_models(app)
         if env.get("PERSISTENCE_MODULE") != "eventsourcing.popo":
