@@ -67,13 +67,15 @@ REDACTED = "[redacted]"
 
 def secret_name(name: str) -> bool:
     """Whether a query parameter's name, however percent-encoded (even more than once),
-    names a token: its value is then never logged."""
+    names a secret (a token, or a libpq URL's `?password=`): its value is then never
+    logged."""
     for _ in range(4):
         decoded = unquote_plus(name)
         if decoded == name:
             break
         name = decoded
-    return "token" in name.casefold()
+    name = name.casefold()
+    return "token" in name or "password" in name
 
 
 def redact_url(url: str) -> str:

@@ -157,6 +157,14 @@ def test_a_token_parameter_is_redacted_however_its_name_is_encoded(name: str) ->
     assert redact_url(f"/s?x=1&{name}=s3cret&y=2").endswith("&y=2")
 
 
+def test_a_storage_url_shows_no_password() -> None:
+    for url in ("postgresql://dune:s3cret@db.example:5432/dune",
+                "postgresql://dune@db.example/dune?sslmode=require&password=s3cret",
+                "postgresql:///dune?host=/run/pg&PASSWORD=s3cret"):
+        redacted = redact_url(url)
+        assert "s3cret" not in redacted and "[redacted]" in redacted and "dune" in redacted
+
+
 def test_the_served_access_log_hides_an_encoded_token_name(tmp_path: Path) -> None:
     """On a real server: `?%74oken=` is taken as the stream's token, and the access log
     line of that request shows neither the token nor a part of it."""
