@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database
+from dune_ledger.infrastructure.throwaway import ADMIN_URL
+from tests.support import database
 
 # Every app a test opens signs with one key file of this run's own (never a
 # `dune-ledger.key` in the checkout); subprocesses inherit it. A test that needs
@@ -30,18 +30,6 @@ def pg_url() -> Iterator[str]:
     """The URL of a fresh PostgreSQL database for this test session."""
     with database("dl_test") as url:
         yield url
-
-
-@contextmanager
-def database(prefix: str) -> Iterator[str]:
-    """A throwaway database; a server that cannot be reached fails the test, clearly."""
-    import psycopg
-
-    try:
-        with throwaway_database(ADMIN_URL, prefix) as url:
-            yield url
-    except psycopg.OperationalError as e:
-        pytest.fail(f"PostgreSQL is not reachable at {ADMIN_URL} (scripts/services starts it): {e}")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

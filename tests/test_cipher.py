@@ -18,7 +18,7 @@ from dune_ledger.domain.catalog import CARDS
 from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.keys import Keys
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.test_audit_parts import tables
+from tests.support import tables
 
 BOX = "nullentropy-box"
 

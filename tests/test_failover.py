@@ -24,8 +24,7 @@ from dune_ledger.infrastructure.http import STALE, create_app
 from dune_ledger.infrastructure.postgres import RoomsRecorder, libpq_run
 from dune_ledger.infrastructure.storage import UsageError, environment
 from dune_ledger.infrastructure.throwaway import ADMIN_URL
-from tests.conftest import database
-from tests.support import layout, opened
+from tests.support import database, layout, opened
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))

@@ -28,17 +28,11 @@ from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.transfer import export_lines
 from dune_ledger.infrastructure.verify import public_key, verify
 from tests.fairness.seeded_facts import played
-from tests.support import layout
+from tests.support import committed_layout, layout
 
 ROOT = Path(__file__).resolve().parent.parent
 BOX = "nullentropy-box"
 HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-def committed_layout(**overrides: Any) -> dict[str, Any]:
-    raw = layout(**overrides)
-    del raw["seed"]
-    return raw
 
 
 def ok(app: Any, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:

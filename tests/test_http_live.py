@@ -17,8 +17,7 @@ from fastapi.testclient import TestClient
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.infrastructure import http
 from dune_ledger.infrastructure.http import WRONG_LIMIT, create_app
-from tests.support import authenticate
-from tests.test_http import ADMIN, assert_error, auth, create
+from tests.support import ADMIN, assert_error, auth, authenticate, create
 
 BOX = "nullentropy-box"
 

@@ -27,7 +27,7 @@ import pytest
 
 from dune_ledger.domain.catalog import room_cards
 from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
-from tests.test_http import free_port
+from tests.support import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parent / "artifacts"

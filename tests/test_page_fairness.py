@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_fairness import committed_layout
+from tests.support import committed_layout
 from tests.test_page_browser import CHROMIUM, Seat, Server, playwright_api
 from tests.test_page_table import WIDTHS, Watcher, check_state
 

@@ -11,8 +11,7 @@ from dune_ledger.application.audit import audit_room, state_hash
 from dune_ledger.application.stream import project_room
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.infrastructure.storage import UsageError, environment, open_rooms
-from tests.conftest import database
-from tests.support import layout
+from tests.support import database, layout
 
 
 def test_url_and_pool_settings_reach_the_library(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,8 +21,7 @@ from dune_ledger.infrastructure.worker import Worker
 from dune_ledger.projections.follow import Positions, ReadModelProjection, subscription_runner
 from dune_ledger.projections.read_models import ReadModels
 from dune_ledger.projections.store import PostgresStore
-from tests.conftest import database
-from tests.test_projections import everything, follow_together, fresh, items, play
+from tests.support import database, everything, follow_together, fresh, items, play
 
 
 @pytest.fixture(scope="module")
