@@ -1,0 +1,27 @@
+"""How the tests are kept: a test module imports helpers (tests/support.py and its
+siblings), never another test module, so that each test file can move or go alone."""
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def imported(path: Path) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return names
+
+
+def test_no_test_module_imports_another_or_the_conftest() -> None:
+    crossed = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for name in imported(path):
+            last = name.split(".")[-1]
+            if name.startswith("tests.") and (last.startswith("test_") or last == "conftest"):
+                crossed.append(f"{path.relative_to(TESTS)}: {name}")
+    assert crossed == []
