@@ -2,6 +2,7 @@
 siblings), never another test module, so that each test file can move or go alone."""
 
 import ast
+import re
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -25,3 +26,13 @@ def test_no_test_module_imports_another_or_the_conftest() -> None:
             if name.startswith("tests.") and (last.startswith("test_") or last == "conftest"):
                 crossed.append(f"{path.relative_to(TESTS)}: {name}")
     assert crossed == []
+
+
+def test_no_script_or_test_patches_the_import_path() -> None:
+    """Scripts run as modules (`python -m scripts.bench_x`) and import the installed
+    package and their siblings (`scripts.benchcommon`) by name."""
+    root = TESTS.parent
+    patched = [str(path.relative_to(root)) for folder in ("scripts", "tests")
+               for path in sorted((root / folder).rglob("*.py"))
+               if re.search(r"sys\.path\.(insert|append)", path.read_text())]
+    assert patched == []
