@@ -70,11 +70,11 @@ from dune_ledger.domain.rules import decide
 from dune_ledger.infrastructure import randomness
 from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.storage import open_rooms
-from dune_ledger.infrastructure.throwaway import ADMIN_URL
 from scripts import (
     bench_commands,  # the command mix and its baselines (scripts/bench_commands.py)
     benchcommon,  # timing, throwaway databases, the machine (scripts/benchcommon.py)
 )
+from scripts.throwaway import ADMIN_URL
 
 try:
     from dune_ledger.domain.commands import parse_command

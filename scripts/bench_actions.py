@@ -25,8 +25,8 @@ from typing import Any
 
 from dune_ledger.domain import views
 from dune_ledger.infrastructure.storage import open_rooms
-from dune_ledger.infrastructure.throwaway import throwaway_database
 from dune_ledger.projections.projectors import render
+from scripts.throwaway import throwaway_database
 
 BOX = "nullentropy-box"
 LAYOUT: dict[str, Any] = {

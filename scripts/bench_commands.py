@@ -27,8 +27,8 @@ import tempfile
 import time
 from typing import Any
 
-from dune_ledger.infrastructure.throwaway import throwaway_database
 from scripts import benchcommon
+from scripts.throwaway import throwaway_database
 
 LAYOUT: dict[str, Any] = {
     "expansions": ["choam_richese"], "turn": 2, "phase": 6,

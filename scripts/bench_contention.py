@@ -25,7 +25,7 @@ import tempfile
 import time
 from typing import Any
 
-from dune_ledger.infrastructure.throwaway import throwaway_database
+from scripts.throwaway import throwaway_database
 
 CTX = mp.get_context("spawn")
 LAYOUT: dict[str, Any] = {

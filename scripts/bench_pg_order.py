@@ -36,8 +36,8 @@ import uuid
 from array import array
 from typing import Any
 
-from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database
 from scripts import benchcommon
+from scripts.throwaway import ADMIN_URL, throwaway_database
 
 CTX = mp.get_context("spawn")
 PAYLOAD = "x" * 400  # about the size of a stored event

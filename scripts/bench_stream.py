@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from dune_ledger.infrastructure.throwaway import throwaway_database
+from scripts.throwaway import throwaway_database
 
 ROOT = Path(__file__).resolve().parent.parent
 

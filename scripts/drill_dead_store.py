@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database
+from scripts.throwaway import ADMIN_URL, throwaway_database
 from tests.support import layout
 
 ROOT = Path(__file__).resolve().parent.parent

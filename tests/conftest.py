@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dune_ledger.infrastructure.throwaway import ADMIN_URL
+from scripts.throwaway import ADMIN_URL
 from tests.support import database
 
 # Every app a test opens signs with one key file of this run's own (never a

@@ -4,6 +4,7 @@ application's back; a PostgreSQL follower; rooms played for the read models."""
 
 from __future__ import annotations
 
+import json
 import random
 import secrets
 import socket
@@ -12,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -24,7 +26,7 @@ from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.rules import Tx, decide, initial_state
 from dune_ledger.domain.state import RoomState
 from dune_ledger.infrastructure.randomness import Source
-from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database
+from scripts.throwaway import ADMIN_URL, throwaway_database
 
 if TYPE_CHECKING:  # the pure rules tests import this module too: no server libraries
     import httpx
@@ -33,6 +35,7 @@ if TYPE_CHECKING:  # the pure rules tests import this module too: no server libr
     from dune_ledger.projections.read_models import ReadModels
 
 BOX = "nullentropy-box"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # The fewest events a part of a parallel audit covers, small enough for a test's room.
 PART_MIN = 40
 
@@ -42,6 +45,12 @@ class Counting(Source):
 
     def __init__(self, seed: int = 1) -> None:
         super().__init__(random.Random(seed))
+
+
+def example(name: str) -> dict[str, Any]:
+    """A layout of examples/ (the demo's rooms play `box` and `ambassador`), a fresh copy."""
+    raw: dict[str, Any] = json.loads((EXAMPLES / f"{name}.json").read_text())
+    return raw
 
 
 def layout(**overrides: Any) -> dict[str, Any]:
@@ -358,11 +367,9 @@ def skipped(app: Any, follower: Follower) -> list[int]:
 
 def play(app: Any, rooms: int = 2) -> list[str]:
     """A few rooms with a Box search, draws and discards; reads nothing."""
-    from dune_ledger.infrastructure.demo import BOX_LAYOUT
-
     made = []
     for i in range(rooms):
-        room = app.create_room({**BOX_LAYOUT, "seed": 7 + i})["room"]
+        room = app.create_room({**example("box"), "seed": 7 + i})["room"]
         made.append(room)
         app.execute(room, "emperor", {"type": "draw"})
         app.execute(room, "harkonnen", {"type": "discard", "card": "chaumas"})

@@ -18,9 +18,10 @@ from dune_ledger.application.stream import Room
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.rules import initial_state
-from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.worker import Worker
-from tests.support import drawn, opened, room_key, stored, tables, tamper, update
+from tests.support import drawn, example, opened, room_key, stored, tables, tamper, update
+
+BOX_LAYOUT = example("box")
 
 
 def events_row(url: str, app: RoomsApp, room: str, version: int) -> tuple[str, Any]:

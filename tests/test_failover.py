@@ -23,8 +23,8 @@ from fastapi.testclient import TestClient
 from dune_ledger.infrastructure.http import STALE, create_app
 from dune_ledger.infrastructure.postgres import RoomsRecorder, libpq_run
 from dune_ledger.infrastructure.storage import UsageError, environment
-from dune_ledger.infrastructure.throwaway import ADMIN_URL
 from scripts.pgaf_cluster import PACKAGES, packages_missing
+from scripts.throwaway import ADMIN_URL
 from tests.support import database, layout, opened
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,7 +28,7 @@ from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.transfer import export_lines
 from dune_ledger.infrastructure.verify import public_key, verify
 from tests.fairness.seeded_facts import played
-from tests.support import committed_layout, layout
+from tests.support import committed_layout, example, layout
 
 ROOT = Path(__file__).resolve().parent.parent
 BOX = "nullentropy-box"
@@ -603,9 +603,7 @@ def test_an_ended_room_has_no_window_deadline_due(app):
     """The worker does not try to close a window of an ended room every tick."""
     from datetime import UTC, datetime, timedelta
 
-    from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
-
-    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    raw = example("ambassador")
     del raw["seed"]
     room = app.create_room(raw)["room"]
     entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
@@ -626,9 +624,7 @@ def test_an_ended_room_has_no_window_deadline_due(app):
 def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
     """A cohort drawn at creation (RoomCreated's `rng`, version 1) and one drawn anew
     when the last of five is spent (AmbassadorCohortDrawn) verify like the shuffles."""
-    from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
-
-    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    raw = example("ambassador")
     del raw["seed"]
     raw["ambassadors"] = {"placed": [{"token": "richese", "territory": "arrakeen"}]}
     created = app.create_room(raw)["room"]
@@ -639,7 +635,7 @@ def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
     assert app.end_room(created)["ok"]
     assert verify(transcript(app, created), key_of(app))["ok"]
 
-    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    raw = example("ambassador")
     del raw["seed"]
     raw["ambassadors"] = {
         "placed": [{"token": "richese", "territory": "arrakeen"}],

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
 from tests.page_support import (
     BOX_FULL_HAND,
     TRUTH_AND_GIFT,
@@ -27,6 +26,9 @@ from tests.page_support import (
     Seat,
     Server,
 )
+from tests.support import example
+
+AMBASSADOR_LAYOUT = example("ambassador")
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from dune_ledger.domain.catalog import room_cards
-from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
 from tests.page_support import (
     BOX_FULL_HAND,
     TRUTH_AND_GIFT,
@@ -30,6 +29,9 @@ from tests.page_support import (
     mentions,
     orjson_text,
 )
+from tests.support import example
+
+AMBASSADOR_LAYOUT = example("ambassador")
 
 
 @pytest.fixture

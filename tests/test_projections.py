@@ -15,13 +15,14 @@ import pytest
 from eventsourcing.persistence import Tracking
 
 from dune_ledger.application.audit import audit_room
-from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.worker import Worker
 from dune_ledger.projections.follow import Positions, ReadModelProjection
 from dune_ledger.projections.read_models import ReadModels, _fold_rows, fresh_rows, fresh_snapshot
 from dune_ledger.projections.store import PUBLIC, Sealer, SQLiteStore, entry_at
-from tests.support import BOX, everything, follow_together, fresh, items, play
+from tests.support import BOX, everything, example, follow_together, fresh, items, play
+
+BOX_LAYOUT = example("box")
 
 
 @pytest.fixture(params=["memory", "sqlite"])
