@@ -190,10 +190,12 @@ def pass_every_window(app: RoomsApp, room: str) -> None:
                                  "action": "pass"})
 
 
-def ambassador_cohort(app: RoomsApp) -> str:
+def ambassador_cohort(app: RoomsApp, seeded: bool = True) -> str:
     """The last token of Ecaz's cohort spent on a purchase whose income is paid: a new
-    cohort is drawn."""
+    cohort is drawn. Not `seeded`: a committed room (tests/test_fairness.py plays it so)."""
     raw = orjson.loads(orjson.dumps(AMBASSADOR_LAYOUT))
+    if not seeded:
+        del raw["seed"]
     raw["ambassadors"] = {
         "placed": [{"token": "richese", "territory": "arrakeen"}],
         "cohort": ["richese", "fremen", "guild", "ixians", "atreides"],

@@ -27,6 +27,7 @@ from dune_ledger.infrastructure.keys import Keys, init_key_file, public_key_info
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.transfer import export_lines
 from dune_ledger.infrastructure.verify import public_key, verify
+from scripts import make_golden
 from tests.fairness.seeded_facts import played
 from tests.support import committed_layout, example, layout
 
@@ -635,24 +636,7 @@ def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
     assert app.end_room(created)["ok"]
     assert verify(transcript(app, created), key_of(app))["ok"]
 
-    raw = example("ambassador")
-    del raw["seed"]
-    raw["ambassadors"] = {
-        "placed": [{"token": "richese", "territory": "arrakeen"}],
-        "cohort": ["richese", "fremen", "guild", "ixians", "atreides"],
-        "used": ["fremen", "guild", "ixians", "atreides"],
-        "copy_pool": ["emperor", "choam"],
-    }
-    room = app.create_room(raw)["room"]
-    entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
-                                         "via": "shipment"})
-    offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")
-    ok(app, room, "ecaz", {"type": "ambassador_decide", "event": offered["event"],
-                           "trigger": True, "beneficiary": "harkonnen"})
-    while (window := app.public_view(room)["response"]) is not None:
-        for seat in window["waiting"]:
-            ok(app, room, seat, {"type": "respond", "event": window["event"],
-                                 "action": "pass"})
+    room = make_golden.ambassador_cohort(app, seeded=False)
     assert app.end_room(room)["ok"]
     data = transcript(app, room)
     assert "AmbassadorCohortDrawn" in {line["type"] for line in lines_of(data)}
