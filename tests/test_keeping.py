@@ -36,3 +36,15 @@ def test_no_script_or_test_patches_the_import_path() -> None:
                for path in sorted((root / folder).rglob("*.py"))
                if re.search(r"sys\.path\.(insert|append)", path.read_text())]
     assert patched == []
+
+
+def test_the_domain_tests_import_only_the_rules() -> None:
+    """`pytest tests/domain` runs the rules alone: no storage, server or browser."""
+    outside = []
+    for path in sorted((TESTS / "domain").glob("test_*.py")):
+        for name in imported(path):
+            top = name.split(".")[0]
+            if (top == "dune_ledger" and not name.startswith("dune_ledger.domain")) or top in {
+                    "fastapi", "httpx", "psycopg", "sqlite3", "subprocess", "playwright"}:
+                outside.append(f"{path.name}: {name}")
+    assert outside == []
