@@ -23,7 +23,8 @@ from uuid import UUID
 
 import orjson
 
-from dune_ledger.application.rooms import RoomFold, RoomsApp, gc_paused, room_uuid
+from dune_ledger.application.queries import RoomFold, RoomQueries
+from dune_ledger.application.store import gc_paused, room_uuid
 from dune_ledger.application.stream import (
     GENESIS,
     Chain,
@@ -33,11 +34,16 @@ from dune_ledger.application.stream import (
     Trusted,
     Undecodable,
 )
-from dune_ledger.domain.catalog import room_cards
-from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import DiscardReshuffled, PileShuffled, RoomCreated
-from dune_ledger.domain.rules import apply, initial_state
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import (
+    DiscardReshuffled,
+    PileShuffled,
+    Rejection,
+    RoomCreated,
+    RoomState,
+    apply,
+    initial_state,
+    room_cards,
+)
 
 MAX_DETAILS = 20
 PART_MIN = 2_500  # events: a shorter part of an audit in parts does not pay for its process
@@ -202,7 +208,7 @@ def _baseline(state: RoomState) -> tuple[Counter[str], list[int], list[int]]:
     return cards, [len(seat.hand) for seat in state.seats], [seat.limit for seat in state.seats]
 
 
-def audit_room(app: RoomsApp, room_id: str, processes: int = 1,
+def audit_room(app: RoomQueries, room_id: str, processes: int = 1,
                part_min: int = PART_MIN) -> dict[str, Any]:
     """Replay and check one room; with `processes` > 1, a long room is audited in
     parts (at least `part_min` events each), one process per part (`audit_in_parts`).
@@ -230,7 +236,7 @@ def unauditable(room_id: str, problem: str) -> dict[str, Any]:
             "checks": checks, "ok": False}
 
 
-def _audit_room(app: RoomsApp, room_id: str) -> dict[str, Any]:
+def _audit_room(app: RoomQueries, room_id: str) -> dict[str, Any]:
     uid = room_uuid(room_id)
     stored = app.stored_records(uid)
     if not stored:
@@ -290,7 +296,7 @@ class Part:
     rows: dict[str, Any]  # its read-model verdict (`PartFold.verdict`)
 
 
-def audit_in_parts(app: RoomsApp, uid: UUID, processes: int, part_min: int = PART_MIN
+def audit_in_parts(app: RoomQueries, uid: UUID, processes: int, part_min: int = PART_MIN
                    ) -> dict[str, Any] | None:
     """The audit of a clean room made in up to `processes` parts, one process each (the
     first in this one, the others in the app's `PartProcesses`); None when the room is
@@ -347,7 +353,7 @@ class PartProcess:
     app's connections, then replays and checks each part it is sent (`_audit_part`)
     and answers with its `Part`, until the app's end of the pipe closes."""
 
-    def __init__(self, reopen: Callable[[], RoomsApp]) -> None:
+    def __init__(self, reopen: Callable[[], RoomQueries]) -> None:
         context = multiprocessing.get_context("fork")
         self.conn, theirs = context.Pipe()
         self.process: BaseProcess = context.Process(target=_parts_in_child, daemon=True,
@@ -365,7 +371,7 @@ class PartProcess:
 
 
 class PartProcesses:
-    """The processes an app keeps for audits in parts (`RoomsApp.part_processes`).
+    """The processes an app keeps for audits in parts (`RoomStore.part_processes`).
 
     Forking a process and opening the storage again cost more than a sixth of the
     audit of a 10,000-event room in two parts on PostgreSQL: they are started by the
@@ -378,7 +384,7 @@ class PartProcesses:
     def __init__(self) -> None:
         self.running: list[PartProcess] = []
 
-    def ready(self, count: int, reopen: Callable[[], RoomsApp]) -> list[PartProcess]:
+    def ready(self, count: int, reopen: Callable[[], RoomQueries]) -> list[PartProcess]:
         """`count` running processes, forking those missing."""
         for worker in [w for w in self.running if not w.process.is_alive()]:
             self.discard(worker)
@@ -398,7 +404,7 @@ class PartProcesses:
         self.running = []
 
 
-def _part_starts(app: RoomsApp, uid: UUID, processes: int, part_min: int) -> list[RoomSnapshot]:
+def _part_starts(app: RoomQueries, uid: UUID, processes: int, part_min: int) -> list[RoomSnapshot]:
     """The snapshots where the parts after the first start: those nearest to an even
     split of the stream (up to its latest snapshot)."""
     assert app.snapshots is not None
@@ -426,7 +432,7 @@ def _part_starts(app: RoomsApp, uid: UUID, processes: int, part_min: int) -> lis
 
 
 def _parts_in_child(conn: Connection, apps_end: Connection,
-                    reopen: Callable[[], RoomsApp]) -> None:
+                    reopen: Callable[[], RoomQueries]) -> None:
     """A `PartProcess`: answer each part sent on `conn` until the app's end closes. A
     part that fails is answered None; storage that cannot be opened ends the process.
 
@@ -457,7 +463,7 @@ def _parts_in_child(conn: Connection, apps_end: Connection,
         app.close()
 
 
-def _audit_part(app: RoomsApp, uid: UUID, snapshot: RoomSnapshot | None,
+def _audit_part(app: RoomQueries, uid: UUID, snapshot: RoomSnapshot | None,
                 upto: int | None) -> Part | None:
     """Replay and check the events after `snapshot` (None: from the first) up to `upto`
     (None: the last); None unless every check passes."""
@@ -511,7 +517,7 @@ def _joined(uid: UUID, done: list[Part], starts: list[RoomSnapshot],
             "version": final.last, "state_hash": final.end_hash, "checks": checks, "ok": True}
 
 
-def _live_state_hash(app: RoomsApp, uid: UUID, version: int) -> str:
+def _live_state_hash(app: RoomQueries, uid: UUID, version: int) -> str:
     """The state the application loads (snapshots included), as of `version`: the room
     as commands load it, or, when it has been written since, as it was then."""
     try:
@@ -525,7 +531,7 @@ def _live_state_hash(app: RoomsApp, uid: UUID, version: int) -> str:
         return f"unloadable: {type(e).__name__}"
 
 
-def audit_all(app: RoomsApp, processes: int = 1) -> list[dict[str, Any]]:
+def audit_all(app: RoomQueries, processes: int = 1) -> list[dict[str, Any]]:
     reports = []
     for rid in app.stored_room_ids():
         try:

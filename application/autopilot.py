@@ -12,7 +12,7 @@ through `RoomsApp.execute`, the same path as a person:
 - a response window that lists it as waiting: pass.
 
 The choice is made by `choose(profile, view, rng)` from that seat's own view
-(`domain.views.seat_view`) and nothing else: the chooser never sees the
+(`domain.game.seat_view`) and nothing else: the chooser never sees the
 room state, another seat's hand or the pile order. The only other input is
 the public card catalog. The command carries `expected_version` and a command
 id derived from the room version (`autopilot:<profile>:<version>`), so two
@@ -49,9 +49,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.domain import views
-from dune_ledger.domain.catalog import CARDS
-from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.game import CARDS, Rejection, seat_view
 
 PACE_ENV = "DUNE_LEDGER_AUTOPILOT_PACE"
 DEFAULT_PACE = 2.0  # seconds since the room's last event before an autopilot acts
@@ -194,7 +192,7 @@ def plan_room(app: RoomsApp, room_id: str, *, pace: float, now: datetime,
         return None
     for seat in seats:
         assert seat.autopilot is not None
-        view = views.seat_view(state, seat.faction)
+        view = seat_view(state, seat.faction)
         command = chooser(seat.autopilot, view, rng_for(state.seed, room.version, seat.faction))
         if command is None:
             continue

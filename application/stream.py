@@ -26,9 +26,7 @@ from uuid import UUID
 
 import orjson
 
-from dune_ledger.domain.events import Event, RoomCreated
-from dune_ledger.domain.rules import apply, initial_state
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import Event, RoomCreated, RoomState, apply, initial_state
 
 GENESIS = "0" * 64
 # What a signature signs, before the hex chain hash: never the same bytes for an

@@ -21,6 +21,7 @@ finds the stage already moved and cannot reopen a window or buy twice.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
@@ -29,7 +30,14 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event, RngField, rng_public
 from dune_ledger.domain.responses import WindowKind, open_window, register
 from dune_ledger.domain.rules import Tx, handles
-from dune_ledger.domain.state import AmbassadorState, Decision, Receipt, ResponseWindow, RoomState
+from dune_ledger.domain.state import (
+    AmbassadorEntry,
+    AmbassadorState,
+    Decision,
+    Receipt,
+    ResponseWindow,
+    RoomState,
+)
 from dune_ledger.domain.words import faction, place
 
 ECAZ = "ecaz"
@@ -50,7 +58,7 @@ IMPLEMENTED = (RICHESE, BG)
 # --- reading the state --------------------------------------------------------------
 
 
-def entry_of(state: RoomState) -> dict[str, Any] | None:
+def entry_of(state: RoomState) -> AmbassadorEntry | None:
     amb = state.ambassadors
     return None if amb is None else amb.entry
 
@@ -95,7 +103,7 @@ def _bound_decision(state: RoomState, actor: str, event: str, kind: str) -> Deci
     if state.control.response is not None:
         raise Rejection("response_pending", "a response window is open: it closes first")
     entry = entry_of(state)
-    if entry is None or entry["event"] != d.data.get("entry"):
+    if entry is None or entry.event != d.data.get("entry"):
         raise Rejection("ambassador_invalid", "the ambassador entry no longer matches; "
                         "ask an operator")
     return d
@@ -136,7 +144,7 @@ def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
     if not cmd.trigger:
         if cmd.beneficiary is not None:
             raise Rejection("invalid_command", "a declined token has no beneficiary")
-        tx.emit(AmbassadorDeclined(event=entry["event"]))
+        tx.emit(AmbassadorDeclined(event=entry.event))
         finish(tx)
         return
     if cmd.beneficiary is None:
@@ -144,12 +152,12 @@ def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
     ally = state.seat(ECAZ).ally
     if cmd.beneficiary not in (ECAZ, ally) or not state.has_seat(cmd.beneficiary):
         raise Rejection("not_eligible", "the beneficiary is Ecaz or its current ally")
-    token = entry["token"]
+    token = entry.token
     if token not in IMPLEMENTED:
         raise Rejection("not_implemented",
                         f"the {token} ambassador's effect is not implemented yet")
-    tx.emit(AmbassadorTriggered(event=entry["event"], token=token,
-                                territory=entry["territory"], beneficiary=cmd.beneficiary))
+    tx.emit(AmbassadorTriggered(event=entry.event, token=token,
+                                territory=entry.territory, beneficiary=cmd.beneficiary))
     if token == RICHESE:
         purchase(tx, cmd.beneficiary)
         return
@@ -157,11 +165,11 @@ def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
     assert amb is not None
     options = copy_options(amb)
     if not options:
-        tx.emit(AmbassadorNoEffect(event=entry["event"]))
+        tx.emit(AmbassadorNoEffect(event=entry.event))
         finish(tx)
         return
     tx.emit(AmbassadorCopyOffered(
-        event=entry["event"], decision=tx.next_event_id(), player=cmd.beneficiary,
+        event=entry.event, decision=tx.next_event_id(), player=cmd.beneficiary,
         options=options, turn=state.turn, phase=state.phase,
     ))
 
@@ -199,15 +207,15 @@ def purchase(tx: Tx, buyer: str) -> None:
     able = (state.free_spice(buyer) >= PRICE and len(seat.hand) < seat.limit
             and can_draw(state))
     if not able:
-        tx.emit(AmbassadorNoEffect(event=entry["event"]))
+        tx.emit(AmbassadorNoEffect(event=entry.event))
         finish(tx)
         return
-    tx.emit(PurchasePaid(event=entry["event"], buyer=buyer, amount=PRICE))
+    tx.emit(PurchasePaid(event=entry.event, buyer=buyer, amount=PRICE))
     card = draw_card(tx, buyer)
     assert card is not None
     emperor = emperor_for(tx.state, buyer)
     stage = next_stage(tx.state, buyer, emperor, "purchase")
-    tx.emit(ReceiptStaged(event=entry["event"], buyer=buyer, card=card, amount=PRICE,
+    tx.emit(ReceiptStaged(event=entry.event, buyer=buyer, card=card, amount=PRICE,
                           emperor=emperor, stage=stage))
     _enter_stage(tx, stage)
 
@@ -215,11 +223,11 @@ def purchase(tx: Tx, buyer: str) -> None:
 def _advance(tx: Tx, after: str) -> None:
     entry = entry_of(tx.state)
     assert entry is not None
-    receipt = receipt_of(tx.state, entry["event"])
+    receipt = receipt_of(tx.state, entry.event)
     assert receipt is not None
     stage = next_stage(tx.state, receipt.buyer, receipt.emperor, after)
     if stage != "finish":
-        tx.emit(ReceiptAdvanced(event=entry["event"], stage=stage))
+        tx.emit(ReceiptAdvanced(event=entry.event, stage=stage))
     _enter_stage(tx, stage)
 
 
@@ -229,17 +237,17 @@ def _enter_stage(tx: Tx, stage: str) -> None:
         return
     entry = entry_of(tx.state)
     assert entry is not None
-    receipt = receipt_of(tx.state, entry["event"])
+    receipt = receipt_of(tx.state, entry.event)
     assert receipt is not None
     if stage == "income":
         open_window(tx, INCOME, {
-            "entry": entry["event"], "stage": "income", "excluded": [receipt.emperor],
+            "entry": entry.event, "stage": "income", "excluded": [receipt.emperor],
             "public": {"stage": "income", "payer": receipt.buyer,
                        "beneficiary": receipt.emperor, "amount": receipt.amount},
         })
     else:
         open_window(tx, BONUS, {
-            "entry": entry["event"], "stage": "bonus", "excluded": [receipt.buyer],
+            "entry": entry.event, "stage": "bonus", "excluded": [receipt.buyer],
             "public": {"stage": "bonus", "payer": receipt.buyer,
                        "beneficiary": receipt.buyer},
         })
@@ -248,8 +256,8 @@ def _enter_stage(tx: Tx, stage: str) -> None:
 def _bound_receipt(state: RoomState, window: ResponseWindow) -> Receipt:
     """The receipt a closing window belongs to: event, stage and entry must all match."""
     entry = entry_of(state)
-    receipt = None if entry is None else receipt_of(state, entry["event"])
-    if (entry is None or receipt is None or window.data.get("entry") != entry["event"]
+    receipt = None if entry is None else receipt_of(state, entry.event)
+    if (entry is None or receipt is None or window.data.get("entry") != entry.event
             or window.data.get("stage") != receipt.stage):
         raise Rejection("ambassador_invalid", "the response window no longer matches its "
                         "ambassador purchase; ask an operator")
@@ -277,22 +285,26 @@ def resolve_bonus(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> N
     _advance(tx, "bonus")
 
 
-register(WindowKind(INCOME, resolve_income))
-register(WindowKind(BONUS, resolve_bonus))
+register(WindowKind(INCOME, resolve_income, says=(
+    f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
+    "played now cancels that income: the spice stays in the Bank. The purchase stands.")))
+register(WindowKind(BONUS, resolve_bonus, says=(
+    "Harkonnen may draw one more card for this purchase. A Karama played now cancels "
+    "that bonus card. The purchase stands.")))
 
 
 def finish(tx: Tx) -> None:
     """The only terminal step: clear the entry, resume a worm once, replenish a cohort."""
     entry = entry_of(tx.state)
     assert entry is not None
-    event = entry["event"]
+    event = entry.event
     receipt = receipt_of(tx.state, event)
     if receipt is not None and receipt.stage != "finish":
         tx.emit(ReceiptAdvanced(event=event, stage="finish"))
     tx.emit(AmbassadorEntryClosed(event=event))
-    if entry["via"] == "worm":
-        tx.emit(WormResumed(event=event, seat=entry["entrant"],
-                            territory=entry["territory"]))
+    if entry.via == "worm":
+        tx.emit(WormResumed(event=event, seat=entry.entrant,
+                            territory=entry.territory))
     amb = tx.state.ambassadors
     assert amb is not None
     if cohort_complete(amb):
@@ -312,9 +324,9 @@ def _amb(state: RoomState) -> AmbassadorState:
     return state.ambassadors
 
 
-def _entry(state: RoomState, event: str) -> dict[str, Any]:
+def _entry(state: RoomState, event: str) -> AmbassadorEntry:
     entry = _amb(state).entry
-    assert entry is not None and entry["event"] == event
+    assert entry is not None and entry.event == event
     return entry
 
 
@@ -346,12 +358,10 @@ class AmbassadorOffered(Event):
     phase: int
 
     def apply(self, state: RoomState) -> None:
-        _amb(state).entry = {
-            "event": self.event, "owner": self.owner, "entrant": self.entrant,
-            "token": self.token, "territory": self.territory, "via": self.via,
-            "turn": self.turn, "phase": self.phase, "stage": "offer",
-            "beneficiary": None, "effect": None,
-        }
+        _amb(state).entry = AmbassadorEntry(
+            event=self.event, owner=self.owner, entrant=self.entrant, token=self.token,
+            territory=self.territory, via=self.via, turn=self.turn, phase=self.phase,
+            stage="offer", beneficiary=None, effect=None)
         state.control.decision = Decision(
             kind="ambassador", event=self.event, player=self.owner,
             turn=self.turn, phase=self.phase,
@@ -372,7 +382,7 @@ class AmbassadorDeclined(Event):
     event: str
 
     def apply(self, state: RoomState) -> None:
-        _entry(state, self.event)["stage"] = "declined"
+        _entry(state, self.event).stage = "declined"
         state.control.decision = None
 
     def public(self) -> dict[str, Any]:
@@ -398,8 +408,8 @@ class AmbassadorTriggered(Event):
             amb.removed.append(self.token)
         else:
             amb.used.append(self.token)
-        entry.update(stage="cards", beneficiary=self.beneficiary, committed=self.token,
-                     effect=self.token if self.token != BG else None)
+        entry.stage, entry.beneficiary, entry.committed = "cards", self.beneficiary, self.token
+        entry.effect = self.token if self.token != BG else None
         state.control.decision = None
 
     def public(self) -> dict[str, Any]:
@@ -420,7 +430,7 @@ class AmbassadorCopyOffered(Event):
     phase: int
 
     def apply(self, state: RoomState) -> None:
-        _entry(state, self.event)["stage"] = "copy"
+        _entry(state, self.event).stage = "copy"
         state.control.decision = Decision(
             kind="ambassador_copy", event=self.decision, player=self.player,
             turn=self.turn, phase=self.phase,
@@ -442,7 +452,7 @@ class AmbassadorCopied(Event):
 
     def apply(self, state: RoomState) -> None:
         entry = _entry(state, self.event)
-        entry.update(stage="cards", effect=self.token)
+        entry.stage, entry.effect = "cards", self.token
         state.control.decision = None
 
     def public(self) -> dict[str, Any]:
@@ -458,7 +468,7 @@ class AmbassadorNoEffect(Event):
     event: str
 
     def apply(self, state: RoomState) -> None:
-        _entry(state, self.event)["stage"] = "no_effect"
+        _entry(state, self.event).stage = "no_effect"
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event}
@@ -497,7 +507,8 @@ class ReceiptStaged(Event):
             event=self.event, buyer=self.buyer, card=self.card,
             amount=self.amount, emperor=self.emperor, stage=self.stage,
         ))
-        _entry(state, self.event).update(stage=self.stage, receipt=self.event)
+        entry = _entry(state, self.event)
+        entry.stage, entry.receipt = self.stage, self.event
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "buyer": self.buyer, "amount": self.amount,
@@ -516,8 +527,8 @@ class ReceiptAdvanced(Event):
         assert receipt is not None
         receipt.stage = self.stage
         entry = _amb(state).entry
-        if entry is not None and entry["event"] == self.event:
-            entry["stage"] = self.stage
+        if entry is not None and entry.event == self.event:
+            entry.stage = self.stage
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "stage": self.stage}
@@ -612,3 +623,99 @@ class AmbassadorCohortDrawn(Event):
 
     def text(self) -> str:
         return f"Ecaz drew {len(self.cohort)} new ambassadors"
+
+
+# --- the view ----------------------------------------------------------------------
+
+
+def decision_says(kind: str, public: dict[str, Any]) -> str | None:
+    """What an Ambassador choice does, from public facts only."""
+    if kind == "ambassador" and public.get("token") == "richese":
+        return (f"Triggering the Richese ambassador lets its beneficiary (Ecaz, or Ecaz's ally) "
+                f"buy the top Treachery card for {PRICE} spice of its own, if it has "
+                "the spice, room in hand and a card to draw. Declining leaves the token.")
+    if kind == "ambassador" and public.get("token") == "bene_gesserit":
+        return ("Triggering the Bene Gesserit ambassador lets its beneficiary use the effect "
+                "of a token from the copy pool. Declining leaves the token.")
+    if kind == "ambassador":
+        return "Triggering commits the ambassador token; declining leaves it where it is."
+    if kind == "ambassador_copy":
+        return "Choose the token whose effect the Bene Gesserit ambassador copies."
+    return None
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
+    """The open decision and the entry being resolved, public; in a seat's view also its
+    own decision's private facts (a BG copy pool) and its own receipts."""
+    part: dict[str, Any] = {"decision": _decision_view(state.control.decision, seat),
+                            "ambassador": _ambassador_view(state)}
+    if seat is not None:
+        part["receipts"] = [r.model_dump(mode="json") for r in state.receipts if r.buyer == seat]
+    return part
+
+
+def _decision_view(d: Decision | None, seat: str | None) -> dict[str, Any] | None:
+    if d is None:
+        return None
+    public = d.data.get("public", {})
+    says = decision_says(d.kind, public)
+    view = {"kind": d.kind, "event": d.event, "player": d.player, **public,
+            **({"says": says} if says else {})}
+    if d.player == seat:
+        view.update(d.data.get("private", {}))
+    return view
+
+
+def _ambassador_view(state: RoomState) -> dict[str, Any] | None:
+    amb = state.ambassadors
+    if amb is None:
+        return None
+    return {
+        "placed": dict(sorted(amb.placed.items())),
+        "used": list(amb.used),
+        "removed": list(amb.removed),
+        "cohort_count": len(amb.cohort),
+        "entry": _entry_view(state, amb.entry),
+    }
+
+
+def _entry_view(state: RoomState, entry: AmbassadorEntry | None) -> dict[str, Any] | None:
+    """RULES 4.4: the stage, the payer and counts; never a card or a reason."""
+    if entry is None:
+        return None
+    receipt = receipt_of(state, entry.event)
+    return {
+        "event": entry.event, "entrant": entry.entrant, "token": entry.token,
+        "territory": entry.territory, "via": entry.via, "stage": entry.stage,
+        "beneficiary": entry.beneficiary,
+        "payer": None if receipt is None else receipt.buyer,
+        "amount": 0 if receipt is None else receipt.amount,
+        "cards": 0 if receipt is None else 1 + (receipt.bonus is not None),
+    }
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+TERRITORY = {"kind": "text", "min_length": 1, "max_length": 64}
+VIA = {"kind": "choice", "options": ["shipment", "movement", "worm"]}
+
+
+def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """The answers to the seat's own open decision."""
+    decision = state.control.decision
+    if decision is None or decision.player != seat:
+        return
+    if decision.kind == "ambassador":
+        yield {"type": "ambassador_decide", "event": decision.event, "trigger": False}, {}
+        ally = state.seat(ECAZ).ally if state.has_seat(ECAZ) else None
+        for beneficiary in (ECAZ, ally):
+            if beneficiary is not None:
+                yield ({"type": "ambassador_decide", "event": decision.event,
+                        "trigger": True, "beneficiary": beneficiary}, {})
+    elif decision.kind == "ambassador_copy":
+        for token in decision.data.get("options", []):
+            yield {"type": "ambassador_copy", "event": decision.event, "token": token}, {}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    yield {"type": "enter_territory"}, {"territory": TERRITORY, "via": VIA}

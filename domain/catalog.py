@@ -7,6 +7,7 @@ imported; it is part of the package, not an input.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -99,3 +100,8 @@ def room_cards(expansions: tuple[str, ...]) -> tuple[Card, ...]:
 
 def is_box(card_id: str) -> bool:
     return CARDS[card_id].is_box
+
+
+def card_objects(ids: Iterable[str]) -> list[dict[str, str]]:
+    """Cards as a view shows them: `{id, name, category}` each."""
+    return [CARDS[cid].public() for cid in ids]

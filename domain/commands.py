@@ -12,7 +12,7 @@ store and the read models encode (64-bit integers).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -37,6 +37,14 @@ Amount = Annotated[int, Field(ge=0, le=SPICE_MAX)]
 Count = Annotated[int, Field(ge=0, le=COUNT_MAX)]
 CardId = Annotated[str, Field(min_length=1, max_length=64)]
 EventId = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+# A command a seat may send now, as a view lists it (INTERFACE "Views": `actions`): its
+# `type` and bound fields, with the fields the seat writes itself described apart
+# (`{field: {"kind", ...bounds}}`). Each effect offers its candidates; `domain.actions`
+# keeps those the rules accept.
+Action = dict[str, Any]
+Candidate = tuple[Action, dict[str, Any]]
 
 
 class Command(BaseModel):
@@ -250,7 +258,9 @@ def _short(part: str | int) -> str:
     return text if len(text) <= 40 else text[:40] + "..."
 
 
-COMMAND_TYPES: frozenset[str] = frozenset(
-    m.model_fields["type"].annotation.__args__[0]  # type: ignore[union-attr]
-    for m in Command.__subclasses__()
-)
+# Each command of the union, by its `type`: what a seat may send.
+COMMANDS: dict[str, type[Command]] = {
+    m.model_fields["type"].annotation.__args__[0]: m
+    for m in get_args(get_args(AnyCommand)[0])
+}
+COMMAND_TYPES: frozenset[str] = frozenset(COMMANDS)

@@ -3,17 +3,110 @@
 `draw_card` and `discard_card` are the only paths that move a card between
 the deck, a hand and the discard pile outside the Box; every rules module
 uses them. They refuse while a search is open (RULES 3.3, second line of
-defence): the Box settlement path does not go through them.
+defence): the Box settlement path does not go through them. A committed
+room's deck is shuffled at its first draw (`shuffle_late`, RULES 9); what a
+discard sets off (a Semuta window) its module registers in `rules.AFTER_DISCARD`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any, get_args
+
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.catalog import CARDS
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import AutopilotSet, CardDiscarded, CardDrawn, DiscardReshuffled
-from dune_ledger.domain.rules import Tx, handles
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.events import Event, RngField, rng_public
+from dune_ledger.domain.rules import AFTER_DISCARD, Tx, handles
+from dune_ledger.domain.state import Profile, RoomState
+from dune_ledger.domain.words import card, faction
+
+
+class DeckShuffled(Event):
+    """A committed room's deck, shuffled late (RULES 9), top first: private."""
+
+    order: list[str]
+    rng: dict[str, Any] | None = RngField
+
+    def apply(self, state: RoomState) -> None:
+        state.deck = list(self.order)
+        assert state.fairness is not None
+        state.fairness.deck_shuffled = True
+
+    def public(self) -> dict[str, Any]:
+        return {"count": len(self.order), **rng_public(self.rng)}
+
+    def text(self) -> str:
+        return f"The deck was shuffled ({len(self.order)} cards)"
+
+
+class CardDrawn(Event):
+    seat: str
+    card: str
+
+    def apply(self, state: RoomState) -> None:
+        assert state.deck[0] == self.card
+        state.deck.pop(0)
+        state.seat(self.seat).hand.append(self.card)
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat}
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} drew a card"
+
+
+class DiscardReshuffled(Event):
+    """The empty deck was refilled from the whole discard pile, in this order."""
+
+    order: list[str]
+    rng: dict[str, Any] | None = RngField
+
+    def apply(self, state: RoomState) -> None:
+        state.deck = list(self.order)
+        state.discard = []
+        if state.fairness is not None:
+            state.fairness.deck_shuffled = True  # the deck is shuffled now: no late shuffle
+
+    def public(self) -> dict[str, Any]:
+        return {"count": len(self.order), **rng_public(self.rng)}
+
+    def text(self) -> str:
+        return f"The discard pile ({len(self.order)} cards) was shuffled into the empty deck"
+
+
+class CardDiscarded(Event):
+    seat: str
+    card: str
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).hand.remove(self.card)
+        state.discard.append(self.card)
+        if self.card in state.pile_unseen:
+            state.pile_unseen.remove(self.card)
+
+    def public(self) -> dict[str, Any]:
+        # A discard is played face up: the card is public from now on.
+        return {"seat": self.seat, "card": self.card}
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} discarded {card(self.card)}"
+
+
+class AutopilotSet(Event):
+    seat: str
+    profile: str | None
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).autopilot = self.profile  # type: ignore[assignment]
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "profile": self.profile}
+
+    def text(self) -> str:
+        if self.profile is None:
+            return f"{faction(self.seat)} turned autopilot off"
+        return f"{faction(self.seat)} turned autopilot on ({self.profile})"
 
 
 def assert_unlocked(state: RoomState) -> None:
@@ -37,8 +130,6 @@ def draw_card(tx: Tx, seat: str) -> str | None:
         order = tx.shuffle(list(tx.state.discard))
         tx.emit(DiscardReshuffled(order=order, rng=tx.drawn()))
     else:
-        from dune_ledger.domain.fairness import shuffle_late  # local: fairness builds on custody
-
         shuffle_late(tx)
     top = tx.state.deck[0]
     tx.emit(CardDrawn(seat=seat, card=top))
@@ -49,10 +140,18 @@ def discard_card(tx: Tx, seat: str, card_id: str) -> None:
     assert_unlocked(tx.state)
     discarded = tx.next_event_id()
     tx.emit(CardDiscarded(seat=seat, card=card_id))
-    # RULES 3.6: a single-seat discard gives other Semuta holders a window.
-    from dune_ledger.domain.semuta import after_discard  # local: semuta builds on custody
+    for follow in AFTER_DISCARD:
+        follow(tx, seat, [card_id], discarded)
 
-    after_discard(tx, seat, [card_id], discarded)
+
+def shuffle_late(tx: Tx) -> None:
+    """RULES 9: a committed room's deck is shuffled at its first draw, so that the
+    seeds set before play take part. Whether it is shuffled is public (first draw)."""
+    f = tx.state.fairness
+    if f is None or f.deck_shuffled or not tx.state.deck:
+        return
+    order = tx.shuffle(list(tx.state.deck))
+    tx.emit(DeckShuffled(order=order, rng=tx.drawn()))
 
 
 def check_own_card(state: RoomState, actor: str, card_id: str) -> None:
@@ -75,7 +174,7 @@ def offered_card(state: RoomState) -> str | None:
               state.search.parent.response if state.search is not None else None):
         if w is not None and w.kind == "gift":
             return str(w.data["card"])
-    return None if state.gift is None else state.gift.get("card")
+    return None if state.gift is None else state.gift.card
 
 
 @handles(c.Draw)
@@ -105,3 +204,26 @@ def set_autopilot(tx: Tx, actor: str, cmd: c.SetAutopilot) -> None:
     if tx.state.seat(actor).autopilot == profile:
         raise Rejection("unchanged", "autopilot is already set that way")
     tx.emit(AutopilotSet(seat=actor, profile=profile))
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+# The profiles a seat may switch to, by its current one (None: off).
+PROFILE_CHOICES: dict[str | None, dict[str, Any]] = {
+    current: {"kind": "choice", "options": [p for p in get_args(Profile) if p != current]}
+    for current in (None, *get_args(Profile))}
+
+
+def seat_control(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """Accepted at any time (RULES 3.7)."""
+    autopilot = state.seat(seat).autopilot
+    if autopilot is not None:
+        yield {"type": "set_autopilot", "enabled": False}, {}
+    yield {"type": "set_autopilot", "enabled": True}, {"profile": PROFILE_CHOICES[autopilot]}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    hand = state.seat(seat).hand
+    yield {"type": "draw"}, {}
+    for cid in hand:
+        yield {"type": "discard", "card": cid}, {}

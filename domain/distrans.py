@@ -11,6 +11,7 @@ ordinary single-seat discard: Semuta may react.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
@@ -63,3 +64,17 @@ def distrans(tx: Tx, actor: str, cmd: c.Distrans) -> None:
         raise Rejection("hand_over_limit", "the receiver's hand has no room")
     tx.emit(CardGiven(seat=actor, to=cmd.to, card=cmd.give, via=cmd.card))
     discard_card(tx, actor, cmd.card)
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    hand = state.seat(seat).hand
+    others = [s.faction for s in state.seats if s.faction != seat]
+    for cid in hand:
+        if is_distrans(cid):
+            for give in hand:
+                if give != cid:
+                    for to in others:
+                        yield {"type": "distrans", "card": cid, "give": give, "to": to}, {}

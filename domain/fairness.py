@@ -1,6 +1,6 @@
-"""Fair dealing (RULES 9): the commitment, the seats' seeds, the late deck shuffle and
-the end that publishes the secret. Its events, handlers, view part and the checks a
-verifier runs on a transcript live here.
+"""Fair dealing (RULES 9): the commitment, the seats' seeds and the end that publishes
+the secret. Its events, handlers, view part and the checks a verifier runs on a
+transcript live here; the late deck shuffle is custody's, at the first draw.
 
 A committed room's every random outcome is derived (domain.randomness.Derived) from
 its secret, the room id, the version of the command's first event, the call counter
@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import rules
+from dune_ledger.domain.ambassador import TOKENS, AmbassadorCohortDrawn
+from dune_ledger.domain.custody import DeckShuffled, DiscardReshuffled
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import Event, RngField, rng_public
+from dune_ledger.domain.events import Event, RoomCreated
+from dune_ledger.domain.nullentropy import PileShuffled
 from dune_ledger.domain.randomness import ALGORITHM, Derived, Randomness, commitment, mix
 from dune_ledger.domain.rules import SYSTEM_COMMANDS, Tx, handles
 from dune_ledger.domain.state import Fairness, RoomState
@@ -48,14 +52,15 @@ def mode(state: RoomState) -> str:
     return "seeded" if state.seed is not None else "layout"
 
 
-def view(state: RoomState) -> dict[str, Any]:
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     """The public `fairness` part of every view: the secret only once the room ended."""
     f = state.fairness
     if f is None:
-        return {"mode": mode(state), "algorithm": None, "commitment": None,
-                "seeds": {s.faction: None for s in state.seats}, "secret": None}
-    return {"mode": "committed", "algorithm": ALGORITHM, "commitment": f.commitment,
-            "seeds": dict(f.seeds), "secret": f.secret if state.ended is not None else None}
+        return {"fairness": {"mode": mode(state), "algorithm": None, "commitment": None,
+                             "seeds": {s.faction: None for s in state.seats}, "secret": None}}
+    return {"fairness": {"mode": "committed", "algorithm": ALGORITHM, "commitment": f.commitment,
+                         "seeds": dict(f.seeds),
+                         "secret": f.secret if state.ended is not None else None}}
 
 
 def kept_state(state: RoomState) -> str:
@@ -74,16 +79,6 @@ def state_digest(state: RoomState) -> str:
     data = state.model_dump(mode="json")
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":"),
                                      ensure_ascii=False).encode()).hexdigest()
-
-
-def shuffle_late(tx: Tx) -> None:
-    """RULES 9: a committed room's deck is shuffled at its first draw, so that the
-    seeds set before play take part. Whether it is shuffled is public (first draw)."""
-    f = tx.state.fairness
-    if f is None or f.deck_shuffled or not tx.state.deck:
-        return
-    order = tx.shuffle(list(tx.state.deck))
-    tx.emit(DeckShuffled(order=order, rng=tx.drawn()))
 
 
 # --- commands -------------------------------------------------------------------------
@@ -118,24 +113,6 @@ def end_room(tx: Tx, actor: str, cmd: EndRoom) -> None:
 
 
 # --- events ---------------------------------------------------------------------------
-
-
-class DeckShuffled(Event):
-    """A committed room's deck, shuffled late (RULES 9), top first: private."""
-
-    order: list[str]
-    rng: dict[str, Any] | None = RngField
-
-    def apply(self, state: RoomState) -> None:
-        state.deck = list(self.order)
-        assert state.fairness is not None
-        state.fairness.deck_shuffled = True
-
-    def public(self) -> dict[str, Any]:
-        return {"count": len(self.order), **rng_public(self.rng)}
-
-    def text(self) -> str:
-        return f"The deck was shuffled ({len(self.order)} cards)"
 
 
 class SeatSeedSet(Event):
@@ -180,17 +157,10 @@ def outcome(event: Event, before: RoomState | None) -> tuple[list[str], list[str
     """For an event carrying a derived outcome: the list it must have shuffled (by the
     state before it; None before the first event), what it recorded, and whether that is
     a sample (a prefix of the shuffle) rather than the whole shuffle. None: no outcome."""
-    from dune_ledger.domain.ambassador import (
-        AmbassadorCohortDrawn,  # local: ambassador builds on rules
-    )
-    from dune_ledger.domain.events import DiscardReshuffled, PileShuffled, RoomCreated
-
     rng = getattr(event, "rng", None)
     if rng is None:
         return None
     if isinstance(event, RoomCreated):
-        from dune_ledger.domain.ambassador import TOKENS
-
         amb = event.state.get("ambassadors") or {}
         drawn = list(amb.get("cohort", []))
         # The supply at creation, in the catalog's order of tokens (domain/layout.py):
@@ -209,3 +179,12 @@ def outcome(event: Event, before: RoomState | None) -> tuple[list[str], list[str
         assert amb is not None
         return sorted(set(amb.supply) | set(amb.used)), list(event.cohort), True
     raise ValueError(f"{event.type} carries an outcome no verifier knows")
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+SEED = {"kind": "text", "min_length": 1, "max_length": 64, "of": "printable ASCII"}
+
+
+def seed_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    yield {"type": "seed"}, {"value": SEED}  # a committed room's only (RULES 9)

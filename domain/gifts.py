@@ -13,6 +13,7 @@ was recorded: in `state.gift`, beside the response slot.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
@@ -22,7 +23,7 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
 from dune_ledger.domain.responses import WindowKind, register
 from dune_ledger.domain.rules import Tx, handles
-from dune_ledger.domain.state import ResponseWindow, RoomState
+from dune_ledger.domain.state import GiftFacts, GiftOffer, ResponseWindow, RoomState
 from dune_ledger.domain.words import faction
 
 GIVER = "richese"
@@ -37,9 +38,9 @@ def offer_of(state: RoomState) -> ResponseWindow | None:
     g = state.gift
     if g is None:
         return None
-    return ResponseWindow(kind=KIND, event=g["event"], turn=g["turn"], phase=g["phase"],
-                          data={"giver": g["giver"], "to": g["to"], "card": g["card"],
-                                "public": {"giver": g["giver"], "to": g["to"]}})
+    return ResponseWindow(kind=KIND, event=g.event, turn=g.turn, phase=g.phase,
+                          data={"giver": g.giver, "to": g.to, "card": g.card,
+                                "public": {"giver": g.giver, "to": g.to}})
 
 
 def _ally(state: RoomState, window: ResponseWindow) -> list[str]:
@@ -50,7 +51,23 @@ def _never_resolved(tx: Tx, window: ResponseWindow, cancelled_by: str | None) ->
     raise AssertionError("a gift offer is answered with answer_gift")
 
 
-register(WindowKind(KIND, _never_resolved, asked=_ally, command="answer_gift", expire=None))
+def _card_shown(state: RoomState, window: ResponseWindow, seat: str | None) -> dict[str, Any]:
+    """The offered card, for the giver and the ally only."""
+    if seat not in (window.data["giver"], window.data["to"]):
+        return {}
+    return {"card": CARDS[window.data["card"]].public()}
+
+
+def _answers(state: RoomState, window: ResponseWindow, seat: str) -> Iterator[c.Candidate]:
+    if state.gift is None or state.gift.event != window.event:  # else as a v1 offer
+        for accept in (True, False):
+            yield {"type": "answer_gift", "event": window.event, "accept": accept}, {}
+
+
+register(WindowKind(
+    KIND, _never_resolved, asked=_ally, command="answer_gift", expire=None, answers=_answers,
+    says="Accepting puts the offered card in your hand; refusing leaves it with Richese.",
+    shown=_card_shown))
 
 
 def _clear(state: RoomState, event: str) -> None:
@@ -81,11 +98,10 @@ class GiftOffered(Event):
 
     def apply(self, state: RoomState) -> None:
         if self.legacy:
-            state.gift = {
-                "event": self.event, "giver": self.giver, "to": self.to, "card": self.card,
-                "turn": self.turn, "phase": self.phase,
-                "public": {"event": self.event, "giver": self.giver, "to": self.to},
-            }
+            state.gift = GiftOffer(
+                event=self.event, giver=self.giver, to=self.to, card=self.card,
+                turn=self.turn, phase=self.phase,
+                public=GiftFacts(event=self.event, giver=self.giver, to=self.to))
             return
         state.control.response = ResponseWindow(
             kind=KIND, event=self.event, turn=self.turn, phase=self.phase,
@@ -172,9 +188,19 @@ def answer_gift(tx: Tx, actor: str, cmd: c.AnswerGift) -> None:
     tx.emit(GiftAccepted(event=w.event, giver=gift["giver"], to=actor, card=gift["card"]))
 
 
-def offered_to(state: RoomState, faction: str | None) -> dict[str, Any] | None:
-    """The offered card, for the giver and the ally only."""
-    w = offer_of(state)
-    if w is None or faction not in (w.data["giver"], w.data["to"]):
-        return None
-    return CARDS[w.data["card"]].public()
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+
+def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """The answers to an offer recorded before gifts were responses (v1)."""
+    gift = state.gift
+    if gift is not None and gift.to == seat:
+        for accept in (True, False):
+            yield {"type": "answer_gift", "event": gift.event, "accept": accept}, {}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    me = state.seat(seat)
+    if seat == GIVER and me.ally is not None:
+        for cid in me.hand:
+            yield {"type": "offer_gift", "card": cid, "to": me.ally}, {}

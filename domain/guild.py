@@ -20,6 +20,7 @@ as evidence.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
@@ -131,3 +132,18 @@ def claims(state: RoomState, card_id: str) -> bool:
     private `claimed` field of its CardRetrieved (RULES 3.5, 7)."""
     rec = record(state, card_id)
     return rec is not None and not rec.claimed
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+COST_CARD = {"kind": "card", "of": "an unstopped shipping-cost record"}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """Whether some record can be stopped is public (the costs were paid face up and every
+    stop is public); which card it is may not be any more: the card is asked of each
+    record and never listed."""
+    if seat == GUILD and state.mode == "advanced":
+        for rec in state.shipping_costs:
+            if not rec.stopped:
+                yield {"type": "guild_stop", "card": rec.card}, {"card": COST_CARD}

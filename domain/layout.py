@@ -15,10 +15,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dune_ledger.domain import fairness
+from dune_ledger.domain.ambassador import BG, COHORT_SIZE, ECAZ, TOKENS
 from dune_ledger.domain.catalog import CARDS, EXPANSIONS, Expansion, Faction, room_cards
 from dune_ledger.domain.commands import COUNT_MAX, Amount, CardId, Count, describe_errors
 from dune_ledger.domain.errors import LayoutError
 from dune_ledger.domain.events import RoomCreated
+from dune_ledger.domain.nullentropy import FEE
 from dune_ledger.domain.randomness import Randomness
 from dune_ledger.domain.state import (
     AmbassadorState,
@@ -222,8 +225,6 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
     A committed layout needs the room's `secret` (32 bytes from the operating
     system): its deck stays unshuffled until the first draw, and its one draw here
     (a cohort) is derived at version 1 (RULES 9); `randomness` is then not used."""
-    from dune_ledger.domain import fairness  # local: the fairness rules import the rules core
-
     commit = None
     if committed_layout(layout):
         if secret is None or len(secret) != 32:
@@ -259,7 +260,7 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
         raise LayoutError(f"cards missing from the layout: {', '.join(deck_rest)}")
     # Drawn last: a refused layout draws no randomness.
     if committed_layout(layout):
-        deck = deck_rest  # shuffled at the first draw (domain.fairness.shuffle_late)
+        deck = deck_rest  # shuffled at the first draw (domain.custody.shuffle_late)
     elif layout.deck is None:
         deck = randomness.shuffle(deck_rest) if deck_rest else []
     else:
@@ -316,8 +317,6 @@ def _cards_agree(layout: Layout, known: set[str]) -> None:
       unclaimed cost out of the pile, and the Guild's stop then refunds nothing
       (domain/guild.py), so a cost card outside the pile contradicts nothing.
     """
-    from dune_ledger.domain.nullentropy import FEE  # local: the Box rules import the rules core
-
     problems: list[str] = []
     not_cache = sorted(cid for cid in layout.richese_cache or []
                        if cid in known and CARDS[cid].zone != "cache")
@@ -356,9 +355,6 @@ def _cards_agree(layout: Layout, known: set[str]) -> None:
 
 def _ambassadors(layout: Layout, randomness: Randomness) -> AmbassadorState | None:
     """Validate Ecaz's tokens (RULES 4): required exactly when Ecaz is seated."""
-    # Local: the ambassador rules import the rules core, which a layout must not need first.
-    from dune_ledger.domain.ambassador import BG, COHORT_SIZE, ECAZ, TOKENS
-
     amb = layout.ambassadors
     ecaz = any(s.faction == ECAZ for s in layout.seats)
     if amb is None:

@@ -8,24 +8,182 @@ Box lives in this module.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import guild, semuta
-from dune_ledger.domain.catalog import CARDS, card, is_box
+from dune_ledger.domain.catalog import CARDS, card_objects, is_box
 from dune_ledger.domain.custody import check_own_card
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import (
-    BoxDiscarded,
-    CardRetrieved,
-    FeePaid,
-    PileShuffled,
-    PromiseFulfilled,
-    SearchClosed,
-    SearchOpened,
-)
+from dune_ledger.domain.events import DeadlineSinceV2, Event, RngField, rng_public
 from dune_ledger.domain.rules import Tx, handles
-from dune_ledger.domain.state import RoomState, Search
+from dune_ledger.domain.state import Control, Decision, RoomState, Search
+from dune_ledger.domain.words import card, faction
+
+
+class FeePaid(Event):
+    seat: str
+    amount: int
+    card: str  # the card whose effect costs the fee
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).spice -= self.amount
+        state.bank += self.amount
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "amount": self.amount, "card": self.card}
+
+    def text(self) -> str:
+        return (f"{faction(self.seat)} paid {self.amount} spice to the Spice Bank for "
+                f"{card(self.card)}")
+
+
+class PromiseFulfilled(Event):
+    """A Truthtrance promise of this Box activation was kept by paying its fee."""
+
+    seat: str
+    box: str
+
+    def apply(self, state: RoomState) -> None:
+        state.reservations = [
+            r for r in state.reservations if not (r.faction == self.seat and r.box == self.box)
+        ]
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "box": self.box}
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} kept the promise to activate {card(self.box)}"
+
+
+class SearchOpened(Event):
+    search: str
+    owner: str
+    box: str
+    turn: int
+    phase: int
+    discard: list[str]  # private custody evidence: never public
+    parent: dict[str, Any]  # the exact control the search suspends
+
+    def apply(self, state: RoomState) -> None:
+        # Any card of the pile but a Box may leave it unseen (derived, not stored).
+        seen = set(state.pile_unseen)
+        state.pile_unseen += [cid for cid in self.discard if cid not in seen
+                              and not is_box(cid)]
+        state.search = Search(
+            event=self.search,
+            owner=self.owner,
+            box=self.box,
+            turn=self.turn,
+            phase=self.phase,
+            discard=list(self.discard),
+            parent=Control.model_validate(self.parent),
+        )
+        state.control = Control(
+            decision=Decision(
+                kind="nullentropy",
+                event=self.search,
+                player=self.owner,
+                turn=self.turn,
+                phase=self.phase,
+            )
+        )
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search, "owner": self.owner, "box": self.box}
+
+    def text(self) -> str:
+        return f"{faction(self.owner)} opened a paid Nullentropy Box search"
+
+
+class CardRetrieved(Event):
+    """v2: `claimed`, private like the card: the retrieved card was an unclaimed
+    shipping cost, whose refund is now spent for ever (RULES 3.5). In v1 a
+    `ShippingCostClaimed` event of its own followed, so the version numbers told
+    everyone which card was taken."""
+
+    schema_version = 2
+    search: str
+    seat: str
+    card: str  # private to the owner
+    claimed: bool  # private to the owner
+
+    @classmethod
+    def upcast(cls, data: dict[str, Any], from_version: int) -> dict[str, Any]:
+        if from_version == 1:
+            return {**data, "claimed": False}  # its ShippingCostClaimed follows
+        return super().upcast(data, from_version)
+
+    def apply(self, state: RoomState) -> None:
+        state.discard.remove(self.card)
+        state.seat(self.seat).hand.append(self.card)
+        if self.claimed:
+            for rec in state.shipping_costs:
+                if rec.card == self.card:
+                    rec.claimed = True
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search, "seat": self.seat}
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} took a card from the discard pile"
+
+
+class PileShuffled(Event):
+    search: str
+    order: list[str]  # the resulting pile, bottom first: private
+    rng: dict[str, Any] | None = RngField
+
+    def apply(self, state: RoomState) -> None:
+        state.discard = list(self.order)
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search, "count": len(self.order), **rng_public(self.rng)}
+
+    def text(self) -> str:
+        return f"The discard pile was shuffled ({len(self.order)} cards)"
+
+
+class BoxDiscarded(Event):
+    search: str
+    seat: str
+    card: str
+
+    def apply(self, state: RoomState) -> None:
+        state.seat(self.seat).hand.remove(self.card)
+        state.discard.append(self.card)
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search, "seat": self.seat, "card": self.card}
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} discarded {card(self.card)} on top of the discard pile"
+
+
+class SearchClosed(DeadlineSinceV2, Event):
+    """The search ended: the control it suspended is restored exactly. v2: a
+    suspended window's new deadline, its remaining time from now (v1: none)."""
+
+    schema_version = 2
+    search: str
+    deadline: str | None
+
+    def apply(self, state: RoomState) -> None:
+        assert state.search is not None and state.search.event == self.search
+        state.control = state.search.parent
+        state.search = None
+        window = state.control.response
+        if window is not None and window.remaining is not None:
+            window.deadline, window.remaining = self.deadline, None
+
+    def public(self) -> dict[str, Any]:
+        return {"search": self.search}
+
+    def text(self) -> str:
+        return "The search closed and the game resumed where it was"
+
 
 FEE = 2
 
@@ -51,7 +209,7 @@ def check_begin(state: RoomState, actor: str, box: str) -> None:
     """
     if box not in CARDS:
         raise Rejection("unknown_card", "no card has that id")
-    if not card(box).is_box:
+    if not is_box(box):
         raise Rejection("not_a_box", "that card is not a Nullentropy Box")
     # One message whether the Box is in the cache or another hand: where it is is not
     # the sender's business.
@@ -169,3 +327,85 @@ def candidates(state: RoomState, faction: str) -> list[str] | None:
     except Rejection:
         return None
     return display_order(eligible(state, search.discard))
+
+
+# --- the view ----------------------------------------------------------------------
+
+# What a search does, said before it is paid for (the pages show these words).
+SAYS = (
+    f"Pay {FEE} spice to the Spice Bank to search the discard in secret for one card other "
+    "than a Box. The fee is spent as soon as the candidates are shown: a search cannot be "
+    "called off. The rest of the discard is then shuffled and the Box goes on top."
+)
+FULL_HAND_NOTICE = (
+    "Your hand is at its limit: the Box leaves as the card you take arrives "
+    "(provisional full-hand exchange)."
+)
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
+    """The open search, public (its event, owner and Box: never a card of the pile); in
+    a seat's view also its own Box control."""
+    s = state.search
+    part: dict[str, Any] = {
+        "search": None if s is None else {"event": s.event, "owner": s.owner, "box": s.box}}
+    if seat is not None:
+        part["nullentropy"] = _control(state, seat)
+    return part
+
+
+def _control(state: RoomState, faction: str) -> dict[str, Any] | None:
+    """The owner's Box control: availability before payment, candidates after."""
+    seat = state.seat(faction)
+    search = state.search if state.search and state.search.owner == faction else None
+    box = search.box if search else next((c for c in seat.hand if CARDS[c].is_box), None)
+    if box is None:
+        return None
+    try:
+        check_begin(state, faction, box)
+        blocked = None
+    except Rejection as r:
+        blocked = r.code
+    # The Box stays in hand while its owner chooses, so the flag holds throughout.
+    exchange = full_hand_exchange(state, faction)
+    cards = candidates(state, faction)
+    control: dict[str, Any] = {
+        "card": CARDS[box].public(),
+        "blocked": blocked,
+        "says": SAYS,
+        "full_hand_exchange": exchange,
+        "search": None if search is None else {
+            "event": search.event,
+            "cards": None if cards is None else card_objects(cards),
+        },
+    }
+    if exchange:
+        control["notice"] = FULL_HAND_NOTICE
+    return control
+
+
+def forget_closed(view: dict[str, Any], now: RoomState) -> None:
+    """A past view, seen now: a search's candidates vanish once that search has closed."""
+    box = view.get("nullentropy")
+    if box and box["search"] is not None:
+        still_open = now.search is not None and now.search.event == box["search"]["event"]
+        if not still_open:
+            box["search"]["cards"] = None
+            view["actions"] = [a for a in view["actions"] if a["type"] != "select_card"]
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+
+def selections(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """The open search: its owner's one bound selection, one entry per candidate."""
+    search = state.search
+    if search is not None and search.owner == seat:
+        for cid in candidates(state, seat) or ():
+            yield {"type": "select_card", "search": search.event, "card": cid}, {}
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    for cid in state.seat(seat).hand:
+        if is_box(cid):
+            yield {"type": "begin_search", "card": cid}, {}

@@ -13,12 +13,13 @@ sends, so replay never reads a clock.
 
 The Karama kinds are answered with `respond`; another kind (a Semuta
 reaction, the gift offer) registers who it asks, its command name and what
-its deadline does.
+its deadline does. Every kind registers its words, what its view adds
+(`window_view`) and the answers a seat may send (`answer_candidates`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -37,6 +38,11 @@ from dune_ledger.domain.words import card, faction, window
 Resolve = Callable[[Tx, ResponseWindow, str | None], None]
 Asked = Callable[[RoomState, ResponseWindow], list[str]]
 Expire = Callable[[Tx, ResponseWindow], None]
+# What a kind adds to its window's view for a seat (None: the public view).
+Shown = Callable[[RoomState, ResponseWindow, str | None], dict[str, Any]]
+# The answers a seat may send to a window of this kind (domain/actions.py keeps those
+# the rules accept).
+Answers = Callable[[RoomState, ResponseWindow, str], Iterator[c.Candidate]]
 
 
 def karama_cards(state: RoomState, faction: str) -> list[str]:
@@ -67,6 +73,13 @@ def karama_asked(state: RoomState, window: ResponseWindow) -> list[str]:
     return holding_cards(state, list(window.data.get("excluded", [])))
 
 
+def karama_answers(state: RoomState, window: ResponseWindow,
+                   seat: str) -> Iterator[c.Candidate]:
+    yield {"type": "respond", "event": window.event, "action": "pass"}, {}
+    for cid in karama_cards(state, seat):
+        yield {"type": "respond", "event": window.event, "action": "karama", "card": cid}, {}
+
+
 def close_allowed(tx: Tx, window: ResponseWindow) -> None:
     """Nobody cancelled in time: the advantage stands."""
     tx.emit(ResponseWindowClosed(event=window.event, kind=window.kind))
@@ -80,6 +93,9 @@ class WindowKind:
     asked: Asked = karama_asked
     command: str = "respond"  # the command type that answers this kind
     expire: Expire | None = close_allowed  # what its deadline does (None: it has none)
+    says: str | None = None  # what answering does, said before one answers (the pages show it)
+    shown: Shown | None = None
+    answers: Answers = karama_answers
 
 
 KINDS: dict[str, WindowKind] = {}
@@ -307,3 +323,37 @@ class ResponseDeadlinePassed(Event):
 
     def text(self) -> str:
         return f"Time ran out on {window(self.kind)}"
+
+
+# --- the view ----------------------------------------------------------------------
+
+
+def window_view(state: RoomState, w: ResponseWindow | None,
+                seat: str | None) -> dict[str, Any] | None:
+    """RULES 4.4 / INTERFACE: the window's kind, event, passes, who is still waiting
+    and its deadline: all public, all from public facts; then what its kind adds."""
+    if w is None:
+        return None
+    kind = KINDS.get(w.kind)
+    view = {"kind": w.kind, "event": w.event, "passes": list(w.passes),
+            "waiting": waiting(state, w),
+            "deadline": w.deadline,
+            # The room's length of a window (a layout field): a countdown never shows more.
+            "seconds": state.response_seconds if w.deadline else None,
+            "name": window(w.kind)[:1].upper() + window(w.kind)[1:],
+            "says": None if kind is None else kind.says,
+            **w.data.get("public", {})}
+    if kind is not None and kind.shown is not None:
+        view.update(kind.shown(state, w, seat))
+    return view
+
+
+# --- the actions ---------------------------------------------------------------------
+
+
+def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    """The answers to the open window, as its kind offers them."""
+    w = state.control.response
+    kind = None if w is None else KINDS.get(w.kind)
+    if w is not None and kind is not None:
+        yield from kind.answers(state, w, seat)

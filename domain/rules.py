@@ -2,7 +2,8 @@
 
 Every rules module registers its command handlers here with `@handles`, and
 its automatic continuations with `@continuation`. `decide` is the only way
-into the rules; `apply` the only way a state changes.
+into the rules; `apply` the only way a state changes. This module imports no
+rules module: `domain/game.py` loads them all, so their registrations are in.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ CONTINUATIONS: list[Callable[[Tx], bool]] = []
 # Room-wide refusals after the search lock (e.g. Truthtrance answer-first): each
 # raises a Rejection or returns; registered by the rules module that owns it.
 GATES: list[Callable[[RoomState, str, c.Command], None]] = []
+# What a single-seat discard sets off (RULES 3.6, a Semuta window): custody's discard
+# calls each with the discarder, the cards and the discard's event id.
+AFTER_DISCARD: list[Callable[[Tx, str, list[str], str], None]] = []
 
 # RULES 3.3: while a search is open only its bound selection and seat control
 # are accepted; everything else is refused before any handler runs.
@@ -170,17 +174,3 @@ def replay(events: Iterable[Event]) -> RoomState:
         apply(state, event)
     return state
 
-
-# The rules modules register their handlers on import.
-from dune_ledger.domain import (  # noqa: E402, F401
-    ambassador,
-    custody,
-    distrans,
-    fairness,
-    gifts,
-    guild,
-    nullentropy,
-    responses,
-    semuta,
-    truthtrance,
-)

@@ -16,7 +16,7 @@ search.
 The window lives in `state.control.response`, so a Box search suspends and
 restores it (passes and remaining time included) like any other window. Only
 one response window can be open: when another window holds the slot, the
-new Semuta window waits in `state.semuta["queue"]` (first in, first out) and
+new Semuta window waits in `state.semuta.queue` (first in, first out) and
 opens when the slot is free. Every reaction goes through the queue and a
 continuation opens it, so with a free slot it opens in the same append as
 the discard. Interpretation: the seeds leave concurrent reaction priority
@@ -30,16 +30,17 @@ public, and so is a pass (everyone is asked, so a pass names nobody's cards).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
-from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.catalog import CARDS, card_objects
 from dune_ledger.domain.custody import check_own_card, discard_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event
 from dune_ledger.domain.responses import WindowKind, holding_cards, register
-from dune_ledger.domain.rules import Tx, continuation, handles
-from dune_ledger.domain.state import ResponseWindow, RoomState
+from dune_ledger.domain.rules import AFTER_DISCARD, Tx, continuation, handles
+from dune_ledger.domain.state import ResponseWindow, RoomState, SemutaQueue
 from dune_ledger.domain.words import card, faction
 
 KIND = "semuta"
@@ -67,8 +68,8 @@ def open_window(state: RoomState) -> ResponseWindow | None:
     return w if w is not None and w.kind == KIND else None
 
 
-def queue(state: RoomState) -> list[dict[str, Any]]:
-    return list((state.semuta or {}).get("queue", []))
+def queue(state: RoomState) -> list[ResponseWindow]:
+    return [] if state.semuta is None else list(state.semuta.queue)
 
 
 def takeable(state: RoomState, window: ResponseWindow) -> list[str]:
@@ -95,7 +96,7 @@ def bound_cards(state: RoomState) -> set[str]:
         state.control.response,
         state.search.parent.response if state.search is not None else None)
         if w is not None and w.kind == KIND]
-    return {cid for data in [*windows, *(q["data"] for q in queue(state))]
+    return {cid for data in [*windows, *(q.data for q in queue(state))]
             for cid in data["cards"]}
 
 
@@ -116,7 +117,25 @@ def _never_resolved(tx: Tx, window: ResponseWindow, cancelled_by: str | None) ->
     raise AssertionError("a Semuta window closes through this module")
 
 
-register(WindowKind(KIND, _never_resolved, asked=asked, command="semuta", expire=close))
+def _passes_shown(state: RoomState, window: ResponseWindow, seat: str | None) -> dict[str, Any]:
+    """The window's passes (kept in its data); a v1 pass named a Semuta holder, so no
+    view shows it (`SemutaPassed`)."""
+    hidden = window.data.get("hidden_passes", [])
+    return {"passes": [f for f in window.data.get("passed", []) if f not in hidden]}
+
+
+def _answers(state: RoomState, window: ResponseWindow, seat: str) -> Iterator[c.Candidate]:
+    yield {"type": "semuta", "event": window.event, "action": "pass"}, {}
+    if free_semuta(state, seat) is not None:
+        for cid in takeable(state, window):
+            yield {"type": "semuta", "event": window.event, "action": "take", "card": cid}, {}
+
+
+register(WindowKind(
+    KIND, _never_resolved, asked=asked, command="semuta", expire=close, answers=_answers,
+    says=("The holder of the Semuta Drug may take the discarded card and then discards "
+          "Semuta; anyone else can only pass."),
+    shown=_passes_shown))
 
 
 # --- events -------------------------------------------------------------------
@@ -137,7 +156,7 @@ class SemutaReactionQueued(Event):
             data={"discarder": self.discarder, "cards": list(self.cards), "passed": [],
                   "public": {"discarder": self.discarder, "cards": list(self.cards)}},
         )
-        state.semuta = {"queue": [*queue(state), window.model_dump(mode="json")]}
+        state.semuta = SemutaQueue(queue=[*queue(state), window])
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "discarder": self.discarder, "cards": list(self.cards)}
@@ -155,12 +174,11 @@ class SemutaWindowOpened(DeadlineSinceV2, Event):
     deadline: str | None
 
     def apply(self, state: RoomState) -> None:
-        waiting = queue(state)
-        assert waiting and waiting[0]["event"] == self.event
-        window = ResponseWindow.model_validate(waiting[0])
+        window, *rest = queue(state)
+        assert window.event == self.event
         window.deadline = self.deadline
         state.control.response = window
-        state.semuta = {"queue": waiting[1:]} if waiting[1:] else None
+        state.semuta = SemutaQueue(queue=rest) if rest else None
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "deadline": self.deadline}
@@ -246,6 +264,9 @@ def after_discard(tx: Tx, discarder: str, cards: list[str], event: str) -> None:
         phase=state.phase))
 
 
+AFTER_DISCARD.append(after_discard)
+
+
 @continuation
 def settle_semuta(tx: Tx) -> bool:
     state = tx.state
@@ -256,7 +277,7 @@ def settle_semuta(tx: Tx) -> bool:
         return True
     waiting = queue(state)
     if state.control.response is None and waiting:
-        tx.emit(SemutaWindowOpened(event=waiting[0]["event"], deadline=tx.deadline()))
+        tx.emit(SemutaWindowOpened(event=waiting[0].event, deadline=tx.deadline()))
         return True
     return False
 
@@ -295,21 +316,25 @@ def semuta(tx: Tx, actor: str, cmd: c.Semuta) -> None:
     discard_card(tx, actor, drug)
 
 
-def semuta_view(state: RoomState, faction: str | None) -> dict[str, Any] | None:
+# --- the view ----------------------------------------------------------------------
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     """The public Semuta part; a seat's own view also says whether it may react."""
     w = open_window(state)
     waiting = queue(state)
     if w is None and not waiting:
-        return None
+        return {"semuta": None}
     part: dict[str, Any] = {
         "event": None if w is None else w.event,
         "discarder": None if w is None else w.data["discarder"],
         # As discarded (public): no Box may take them while the window lasts.
-        "cards": [] if w is None else [CARDS[cid].public() for cid in w.data["cards"]],
+        "cards": [] if w is None else card_objects(w.data["cards"]),
         "queued": len(waiting),
     }
-    if faction is not None:
-        part["eligible"] = w is not None and eligible(state, w, faction)
+    if seat is not None:
+        part["eligible"] = w is not None and eligible(state, w, seat)
         # The seat's own hand: whether it may take, or only pass.
-        part["can_take"] = part["eligible"] and free_semuta(state, faction) is not None
-    return part
+        part["can_take"] = part["eligible"] and free_semuta(state, seat) is not None
+    return {"semuta": part}
+

@@ -21,6 +21,10 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _absent(value: Any) -> bool:
+    return value is None
+
+
 class Seat(Model):
     faction: Faction
     spice: int
@@ -98,6 +102,45 @@ class ResponseWindow(Model):
     remaining: float | None = None
 
 
+class SemutaQueue(Model):
+    """Semuta windows waiting for the response slot, first in, first out (RULES 3.6)."""
+
+    queue: list[ResponseWindow]
+
+
+class QuestionFacts(Model):
+    """What everyone sees of a Truthtrance question (RULES 5): all of it is public."""
+
+    event: str  # the asking event's id: the answer quotes it
+    asker: Faction
+    target: Faction
+    question: str
+    card: str
+
+
+class Question(QuestionFacts):
+    """The open Truthtrance question: it must be answered first."""
+
+    turn: int
+    phase: int
+    public: QuestionFacts
+
+
+class GiftFacts(Model):
+    event: str
+    giver: Faction
+    to: Faction
+
+
+class GiftOffer(GiftFacts):
+    """A Richese gift offer recorded before gifts were responses (GiftOffered v1)."""
+
+    card: str  # private to the giver and the ally
+    turn: int
+    phase: int
+    public: GiftFacts
+
+
 class Control(Model):
     """What the game is waiting for. A Box search saves and restores all of it."""
 
@@ -119,6 +162,26 @@ class Search(Model):
     parent: Control
 
 
+class AmbassadorEntry(Model):
+    """An entry into a territory holding an ambassador, being resolved (RULES 4)."""
+
+    event: str  # the offer's event: the decision and the receipt are bound to it
+    owner: str
+    entrant: str
+    token: str
+    territory: str
+    via: str
+    turn: int
+    phase: int
+    stage: str  # offer, declined, copy, cards, no_effect, then the receipt's stages
+    beneficiary: str | None
+    effect: str | None  # the token whose effect resolves (a BG token's: the one it copies)
+    # Left out of the dump until set, so that the state hash is what it was before they
+    # were typed.
+    committed: str | None = Field(default=None, exclude_if=_absent)  # the token triggered
+    receipt: str | None = Field(default=None, exclude_if=_absent)  # the purchase's receipt
+
+
 class AmbassadorState(Model):
     """Ecaz's tokens. `cohort` is the current five (each also in `placed`, `used`,
     `removed` or still in Ecaz's hand); `supply` the undrawn tokens; `copy_pool` what
@@ -131,7 +194,7 @@ class AmbassadorState(Model):
     removed: list[str] = Field(default_factory=list)
     copy_pool: list[str] = Field(default_factory=list)
     supply: list[str] = Field(default_factory=list)  # tokens not yet drawn
-    entry: dict[str, Any] | None = None  # the entry being resolved
+    entry: AmbassadorEntry | None = None
 
 
 class Receipt(Model):
@@ -154,10 +217,6 @@ class Fairness(Model):
     deck_shuffled: bool = False  # the late shuffle: at the first draw or reshuffle
 
 
-def _absent(value: Any) -> bool:
-    return value is None
-
-
 class RoomState(Model):
     room: str
     mode: Mode
@@ -178,9 +237,9 @@ class RoomState(Model):
     receipts: list[Receipt] = Field(default_factory=list)
     control: Control = Field(default_factory=Control)
     search: Search | None = None
-    truthtrance: dict[str, Any] | None = None
-    gift: dict[str, Any] | None = None  # only an offer recorded before gifts were responses
-    semuta: dict[str, Any] | None = None
+    truthtrance: Question | None = None
+    gift: GiftOffer | None = None  # only an offer recorded before gifts were responses
+    semuta: SemutaQueue | None = None
     # Pile cards a Box search could have taken since they were last seen face up: where
     # they are is no longer public (RULES 3.6 reads it for "publicly out of reach").
     pile_unseen: list[str] = Field(default_factory=list)

@@ -16,17 +16,18 @@ releases it in this slice, so it stays reserved.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import words
-from dune_ledger.domain.catalog import CARDS, card
+from dune_ledger.domain.catalog import CARDS, card, is_box
 from dune_ledger.domain.custody import check_own_card, discard_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
 from dune_ledger.domain.nullentropy import FEE
 from dune_ledger.domain.rules import GATES, Tx, handles
-from dune_ledger.domain.state import Reservation, RoomState
+from dune_ledger.domain.state import Question, QuestionFacts, Reservation, RoomState
 from dune_ledger.domain.words import faction
 
 REASON = "truthtrance"
@@ -52,10 +53,10 @@ class TruthtranceAsked(Event):
     phase: int
 
     def apply(self, state: RoomState) -> None:
-        public = {"event": self.event, "asker": self.asker, "target": self.target,
-                  "question": self.question, "card": self.card}
-        state.truthtrance = {**public, "turn": self.turn, "phase": self.phase,
-                             "public": public}
+        public = QuestionFacts(event=self.event, asker=self.asker, target=self.target,
+                               question=self.question, card=self.card)
+        state.truthtrance = Question(**dict(public), turn=self.turn, phase=self.phase,
+                                     public=public)
 
     def public(self) -> dict[str, Any]:
         return {"event": self.event, "asker": self.asker, "target": self.target,
@@ -103,7 +104,7 @@ def answer_first(state: RoomState, actor: str, command: c.Command) -> None:
     if state.truthtrance is not None and not isinstance(command, ALLOWED_WHILE_PENDING):
         raise Rejection(
             "truthtrance_pending",
-            f"{state.truthtrance['target']} must answer the Truthtrance question first",
+            f"{state.truthtrance.target} must answer the Truthtrance question first",
         )
 
 
@@ -133,11 +134,11 @@ def ask_truthtrance(tx: Tx, actor: str, cmd: c.AskTruthtrance) -> None:
 def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
     state = tx.state
     pending = state.truthtrance
-    if pending is None or pending.get("event") != cmd.event:
+    if pending is None or pending.event != cmd.event:
         raise Rejection("stale_event", "that Truthtrance question is not awaiting an answer")
-    if pending["target"] != actor:
+    if pending.target != actor:
         raise Rejection("not_your_decision", "only the seat asked answers the question")
-    if (pending.get("turn"), pending.get("phase")) != (state.turn, state.phase):
+    if (pending.turn, pending.phase) != (state.turn, state.phase):
         raise Rejection("stale_event", "that question belongs to another turn or phase")
     promise: dict[str, Any] | None = None
     if isinstance(cmd.promise, c.SpicePromise):
@@ -161,3 +162,48 @@ def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
         promise = {"box": box}
     tx.emit(TruthtranceAnswered(event=cmd.event, target=actor, answer=cmd.answer,
                                 promise=promise))
+
+
+# --- the view ----------------------------------------------------------------------
+
+SAYS = (
+    "A promise binds you: promised spice stays reserved, so you cannot spend it elsewhere; "
+    "a promised Box fee is paid by that Box's next search."
+)
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
+    """The open question, public like its asking."""
+    q = state.truthtrance
+    return {"truthtrance": None if q is None else {**q.public.model_dump(), "says": SAYS}}
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+QUESTION = {"kind": "text", "min_length": 1, "max_length": 500}
+
+
+def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    question = state.truthtrance
+    if question is None or question.target != seat:
+        return
+    event = question.event
+    free_spice = state.free_spice(seat)
+    for answer in ("yes", "no"):
+        yield {"type": "answer_truthtrance", "event": event, "answer": answer}, {}
+        for cid in state.seat(seat).hand:
+            if is_box(cid):
+                yield ({"type": "answer_truthtrance", "event": event, "answer": answer,
+                        "promise": {"box": cid}}, {})
+        if free_spice >= 1:
+            yield ({"type": "answer_truthtrance", "event": event, "answer": answer},
+                   {"promise": {"kind": "spice_promise", "min": 1, "max": free_spice}})
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    others = [s.faction for s in state.seats if s.faction != seat]
+    for cid in state.seat(seat).hand:
+        if is_truthtrance(cid):
+            for target in others:
+                yield ({"type": "ask_truthtrance", "card": cid, "target": target},
+                       {"question": QUESTION})

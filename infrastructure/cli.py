@@ -23,10 +23,11 @@ from typing import Any, NoReturn
 
 import orjson
 
-from dune_ledger.domain.catalog import EXPANSIONS, FACTIONS, room_cards
-from dune_ledger.domain.errors import LayoutError, Rejection
+from dune_ledger.domain.game import EXPANSIONS, FACTIONS, LayoutError, Rejection, room_cards
 from dune_ledger.infrastructure import observability, strict_json
-from dune_ledger.infrastructure.storage import DEFAULT_URL, UsageError, open_rooms
+from dune_ledger.infrastructure.errors import UsageError
+from dune_ledger.infrastructure.observability import first_line, redact_url
+from dune_ledger.infrastructure.storage import DEFAULT_URL, open_rooms
 from dune_ledger.projections.store import ReadModelsTooNew
 
 PROG = "dune-ledger"
@@ -130,36 +131,19 @@ def store_errors(url: str) -> Iterator[None]:
     """A store that cannot be opened or read is a usage error that names the store."""
     from eventsourcing.persistence import PersistenceError
 
-    where = redact(url)
+    where = redact_url(url)
     try:
         yield
     except BrokenPipeError:
         raise  # the reader of stdout went away (`| head`): not the store
     except (sqlite3.Error, PersistenceError) as e:
-        raise Exit(2, f"the store {where} cannot be used: {one_line(e)}. Check that --db names "
+        raise Exit(2, f"the store {where} cannot be used: {first_line(e)}. Check that --db names "
                       "a writable dune-ledger database (a file, not a directory) and that "
                       "the server is up") from None
     except OSError as e:
         # The library reports a bad database setting as an OSError too.
-        detail = e.strerror or one_line(e)
+        detail = e.strerror or first_line(e)
         raise Exit(2, f"the store {where} cannot be used: {detail}") from None
-
-
-def redact(url: str) -> str:
-    """A URL as it may be printed: no password."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        host = parts.hostname or ""
-        netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
-
-
-def one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text[:300]
 
 
 def seconds(text: str) -> float:
@@ -266,7 +250,7 @@ def cmd_room_view(args: argparse.Namespace) -> int:
                                            f"{args.wait_version} within {args.timeout:g} s")
             # The room's chain verifies, as a token check makes it over HTTP (RULES 8):
             # read models built before an edit of the events are not served.
-            app.kept.keep(app.current(args.room))
+            app.peek(args.room)
             if args.public:
                 return app.public_view(args.room)
             return app.seat_view(args.room, args.seat)
@@ -495,7 +479,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_table(args: argparse.Namespace) -> int:
     from dune_ledger.infrastructure.demo import DEMO_URL
-    from dune_ledger.infrastructure.page import serve_table
+    from dune_ledger.infrastructure.table import serve_table
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         raise Exit(2, "the demo table serves only on a loopback address (127.0.0.1, ::1)")
@@ -515,7 +499,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.json:
         emit(transcript.as_json())
     else:
-        print_summary(transcript, redact(url))
+        print_summary(transcript, redact_url(url))
     return 0 if transcript.ok else 1
 
 
@@ -551,8 +535,7 @@ def examples(*lines: str) -> str:
 
 def command_types() -> str:
     """Every command type and its fields, from the command models themselves."""
-    from dune_ledger.domain.commands import Command
-    from dune_ledger.domain.rules import SYSTEM_COMMANDS
+    from dune_ledger.domain.game import SYSTEM_COMMANDS, Command
 
     common = set(Command.model_fields)
     lines = []
@@ -569,6 +552,17 @@ def command_types() -> str:
             "expected_version):\n" + "\n".join(lines))
 
 
+def command(parent: Any, name: str, help: str, *example: str,
+            epilog: str = "") -> argparse.ArgumentParser:
+    """A subcommand with its examples, taking --db after its name too."""
+    text = examples(*example) + (f"\n\n{epilog}" if epilog else "") if example else epilog
+    parser: argparse.ArgumentParser = parent.add_parser(
+        name, help=help, description=help, epilog=text or None, formatter_class=Formatter)
+    # --db after the subcommand too; SUPPRESS: absent, it leaves the global one alone.
+    parser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog=PROG, formatter_class=Formatter,
                description="Treachery-card custody for GF9 Dune rooms: an event-sourced "
@@ -581,15 +575,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", help=DB_HELP)
     p.add_argument("--version", action="version", version=f"{PROG} {version()}")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
-
-    def command(parent: Any, name: str, help: str, *example: str,
-                epilog: str = "") -> argparse.ArgumentParser:
-        text = examples(*example) + (f"\n\n{epilog}" if epilog else "") if example else epilog
-        parser: argparse.ArgumentParser = parent.add_parser(
-            name, help=help, description=help, epilog=text or None, formatter_class=Formatter)
-        # --db after the subcommand too; SUPPRESS: absent, it leaves the global one alone.
-        parser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
-        return parser
 
     demo = command(sub, "demo", "play two scripted rooms (a Box search, an Ambassador "
                    "purchase) and print a short summary; its rooms go to "
@@ -605,6 +590,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"comma-separated, of: {','.join(EXPANSIONS)} (none: the base game)")
     cat.set_defaults(fn=cmd_catalog)
 
+    add_room_commands(sub)
+    add_chain_commands(sub)
+    add_service_commands(sub)
+    p.set_defaults(fn=lambda args: usage(p))
+    return p
+
+
+def add_room_commands(sub: Any) -> None:
+    """`room` and its actions: create, command and read rooms, end them."""
     room = command(sub, "room", "create, command and read rooms",
                    "dune-ledger room create examples/box.json",
                    "dune-ledger room view ROOM --as richese")
@@ -666,6 +660,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("room", metavar="ROOM", help="the room id")
     tr.set_defaults(fn=cmd_room_transcript)
 
+
+def add_chain_commands(sub: Any) -> None:
+    """What checks or moves stored streams: verify, audit, export, import."""
     ver = command(sub, "verify", "check an ended room's transcript: commitment, every "
                   "shuffle and sample, every draw, hashes, signatures, replay (exit 1 on a "
                   "failure; docs/fairness.md)",
@@ -711,6 +708,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "the source's `dune-ledger keys show` prints it)")
     imp.set_defaults(fn=cmd_import)
 
+
+def add_service_commands(sub: Any) -> None:
+    """The long-running processes and their keys: worker, projections, keys, serve, table."""
     worker = command(sub, "worker", "follow the event log: read models, autopilot seats, "
                      "window deadlines; reconnects with backoff when the store goes away",
                      "dune-ledger worker", "dune-ledger worker --once")
@@ -760,9 +760,6 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--host", default="127.0.0.1", help="loopback address to listen on")
     table.add_argument("--port", type=port_number, default=8000, help="port to listen on")
     table.set_defaults(fn=cmd_table)
-    # --- keys (the storage helper's) and other commands are added here ---
-    p.set_defaults(fn=lambda args: usage(p))
-    return p
 
 
 def usage(parser: argparse.ArgumentParser) -> int:
@@ -799,7 +796,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the last resort: still no traceback for the user
         if os.environ.get("DUNE_LEDGER_DEBUG"):
             raise
-        print(f"{PROG}: unexpected error: {type(e).__name__}: {one_line(e)}. "
+        print(f"{PROG}: unexpected error: {type(e).__name__}: {first_line(e)}. "
               "Run again with DUNE_LEDGER_DEBUG=1 to see where, and report it.",
               file=sys.stderr)
         code = 2

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from eventsourcing.cryptography import AESCipher
 
-from dune_ledger.infrastructure.storage import UsageError
+from dune_ledger.infrastructure.errors import UsageError
 
 KEY_FILE_ENV = "DUNE_LEDGER_KEY_FILE"
 DEFAULT_KEY_FILE = "dune-ledger.key"

@@ -6,7 +6,8 @@ Logs go through the standard `logging` module to stderr, as text or, with
 the CLI's one-shot commands, whose results are on stdout). Every command logs one line
 (`dune_ledger.command`): room, seat, type, result code and milliseconds.
 Never a card id, a token or a command's fields: a line says who did what
-kind of thing and how it ended, which a log reader may know.
+kind of thing and how it ended, which a log reader may know. A URL is logged or
+printed through `redact_url` (no password, no token), an error as `first_line`.
 
 The metrics are prometheus-client's, in its default registry (the HTTP
 server serves them at /metrics):
@@ -27,13 +28,17 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import sys
 import time
 import weakref
 from typing import Any
+from urllib.parse import unquote_plus
 
 import orjson
 from prometheus_client import Counter, Gauge, Histogram
+
+from dune_ledger.application.rooms import Result, RoomsApp
 
 FORMAT_ENV = "DUNE_LEDGER_LOG_FORMAT"
 LEVEL_ENV = "DUNE_LEDGER_LOG_LEVEL"
@@ -56,6 +61,68 @@ OPEN_STREAMS = Gauge("dune_ledger_open_streams", "Event streams (SSE) open now")
 
 # The apps whose projection lag the gauge reports (weakly: a closed app drops out).
 _watched: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+REDACTED = "[redacted]"
+
+
+def secret_name(name: str) -> bool:
+    """Whether a query parameter's name, however percent-encoded (even more than once),
+    names a token: its value is then never logged."""
+    for _ in range(4):
+        decoded = unquote_plus(name)
+        if decoded == name:
+            break
+        name = decoded
+    return "token" in name.casefold()
+
+
+def redact_url(url: str) -> str:
+    """A URL or a request's target as it may be logged or printed: the password of a
+    storage URL and every token parameter's value replaced. The query is parsed as the
+    framework parses it (split on `&`, each name percent-decoded), so `?%74oken=` is
+    redacted as `?token=` is."""
+    head, mark, query = url.partition("?")
+    scheme, slashes, rest = head.partition("://")
+    netloc = rest.partition("/")[0]
+    user, _, host = netloc.rpartition("@")
+    if slashes and ":" in user:
+        head = f"{scheme}://{user.partition(':')[0]}:{REDACTED}@{host}{rest[len(netloc):]}"
+    if not mark:
+        return head
+    parts = []
+    for part in re.split(r"([&;])", query):  # `;` too: a parser that splits on it
+        name, eq, _ = part.partition("=")
+        parts.append(part if not secret_name(name) else f"{name}={REDACTED}" if eq
+                     else REDACTED)
+    return f"{head}?{''.join(parts)}"
+
+
+def first_line(e: BaseException) -> str:
+    """An error as one line for a person: its message's first line (at most 300
+    characters), or its class's name when it has no message."""
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0][:300]
+
+
+class AccessLogRedaction(logging.Filter):
+    """uvicorn's access log prints the query string: an EventSource's `?token=` is a
+    seat token, and it must not reach a log file."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_url(a) if isinstance(a, str) else a
+                                for a in record.args)
+        elif isinstance(record.msg, str):
+            record.msg = " ".join(redact_url(word) for word in record.msg.split(" "))
+        return True
+
+
+def install_access_log_filter() -> None:
+    """Called at startup, after uvicorn configured its loggers."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, AccessLogRedaction) for f in access.filters):
+        access.addFilter(AccessLogRedaction())
 
 
 def configured_format() -> str:
@@ -140,7 +207,7 @@ def command_done(room: str, seat: str, kind: str, code: str, seconds: float) -> 
 
 @functools.cache
 def command_types() -> frozenset[str]:
-    from dune_ledger.domain.commands import Command
+    from dune_ledger.domain.game import Command
 
     return frozenset(getattr(cls.model_fields["type"].annotation, "__args__", ("?",))[0]
                      for cls in Command.__subclasses__())
@@ -153,28 +220,27 @@ def command_type(raw: Any) -> str:
     return kind if isinstance(kind, str) and kind in command_types() else "invalid"
 
 
-def instrument(app: Any) -> Any:
-    """Log and count every command the app runs, and report its read models' lag."""
-    execute = app.execute
+class ObservedRooms(RoomsApp):
+    """The rooms as `open_rooms` serves them: every command logged and counted, and
+    their read models' lag reported while open."""
 
-    def observed(room_id: str, seat: str, raw: Any) -> dict[str, Any]:
+    name = RoomsApp.name  # the same application to the store: its tables, its settings
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _watched.add(self)
+
+    def execute(self, room_id: str, seat: str, raw: Any) -> Result:
         started = time.perf_counter()
-        result: dict[str, Any] = execute(room_id, seat, raw)
+        result = super().execute(room_id, seat, raw)
         code = "ok" if result.get("ok") else str(result.get("error", {}).get("code", "error"))
         command_done(str(room_id)[:64], seat, command_type(raw), code,
                      time.perf_counter() - started)
         return result
 
-    app.execute = observed
-    close = app.close
-
-    def closed() -> None:  # a closed app's store reports no lag
-        _watched.discard(app)
-        close()
-
-    app.close = closed
-    _watched.add(app)
-    return app
+    def close(self) -> None:  # a closed app's store reports no lag
+        _watched.discard(self)
+        super().close()
 
 
 def projection_lag() -> float:

@@ -1,4 +1,4 @@
-"""The seat page (INTERFACE "The seat page"): `GET /play/{room}` and its two static files.
+"""The seat page (INTERFACE "The seat page"): `GET /play/{room}` and its static files.
 
 The page is the same HTML for every visitor: it carries the room id from its
 own URL and nothing else. Everything a seat sees arrives later, in the
@@ -23,15 +23,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from dune_ledger.domain.words import FACTIONS
+from dune_ledger.domain.game import FACTION_NAMES
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
-FACTIONS_JSON = json.dumps(FACTIONS)  # the game's names, one source for every page
+FACTIONS_JSON = json.dumps(FACTION_NAMES)  # the game's names, one source for every page
 
 # The only files /static/page/ serves: no directory is exposed.
-STATIC = {"page.js": "text/javascript", "host.js": "text/javascript", "page.css": "text/css"}
-# The layouts the host page offers to start from (a source checkout's examples/).
+STATIC = {"common.js": "text/javascript", "page.js": "text/javascript",
+          "host.js": "text/javascript", "page.css": "text/css"}
+# The layouts the host page offers to start from: `dune_ledger/examples`, a link to the
+# checkout's examples/.
 EXAMPLES = HERE.parent / "examples"
 
 
@@ -122,44 +124,3 @@ async def static(name: str) -> Response:
         return Response(status_code=404)
     return FileResponse(HERE / "static" / name, media_type=media,
                         headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
-
-
-# --- `dune-ledger table`: the demo room, served --------------------------------------
-
-
-def table_links(base: str, created: dict[str, Any]) -> list[dict[str, str]]:
-    """One page address per seat. The token rides in the fragment, which a browser never
-    sends to a server; the page moves it into sessionStorage and drops it from the
-    address bar."""
-    room = created["room"]
-    return [{"seat": seat, "token": token, "page": f"{base}/play/{room}#token={token}"}
-            for seat, token in created["seats"].items()]
-
-
-def serve_table(url: str | None, host: str, port: int) -> int:
-    """Create the demo room, print its page addresses and seat tokens, and serve it."""
-    import uvicorn
-
-    from dune_ledger.infrastructure.demo import BOX_LAYOUT
-    from dune_ledger.infrastructure.http import create_app
-    from dune_ledger.infrastructure.storage import open_rooms
-    from dune_ledger.infrastructure.worker import Background
-
-    with open_rooms(url) as rooms:
-        created = rooms.create_room(BOX_LAYOUT)
-        shown = f"[{host}]" if ":" in host else host
-        base = f"http://{shown}:{port}"
-        print(f"The table: room {created['room']}\n")
-        for link in table_links(base, created):
-            print(f"  {link['seat']:<10} {link['page']}")
-        print("\nOpen one address per player (each in its own tab: the token is kept per tab),")
-        print(f"or open {base}/play/{created['room']} and paste that seat's token.")
-        print("The tokens are shown once, here. Ctrl-C stops the server.\n", flush=True)
-        # The worker's duties too (deadlines, autopilot seats), as `serve` does.
-        shared = rooms if (url or "").startswith("memory:") else None
-        background = Background(url, shared).start()
-        try:
-            uvicorn.run(create_app(rooms), host=host, port=port)
-        finally:
-            background.stop()
-    return 0

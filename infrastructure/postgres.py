@@ -18,6 +18,7 @@ audit's) go through the cursor, whose rows are built in C.
 
 from __future__ import annotations
 
+import select
 import struct
 import threading
 import time
@@ -47,6 +48,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from dune_ledger.application.rooms import AppendRetried
+from dune_ledger.infrastructure.errors import UsageError
 
 MAX_PARAMETERS = 65535  # PostgreSQL's limit on one statement's parameters
 MAX_EVENTS_PER_APPEND = (MAX_PARAMETERS - 1) // 4
@@ -121,6 +123,7 @@ def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequ
         pgconn.send_query_prepared(name, params, formats, 1)
         pgconn.pipeline_sync()
         while True:
+            wait_for_result(pgconn)
             result = pgconn.get_result()
             if result is None:
                 if pgconn.status == pq.ConnStatus.BAD:
@@ -133,6 +136,24 @@ def prepare_and_run(conn: Connection[Any], name: bytes, text: bytes, types: Sequ
         if pgconn.status != pq.ConnStatus.BAD:
             pgconn.exit_pipeline_mode()
     return results[0], results[-1]
+
+
+def wait_for_result(pgconn: pq.abc.PGconn) -> None:
+    """Send what is queued and wait until the next result is whole, with the GIL released.
+
+    `PQgetResult` waits holding the GIL, so no other thread of the process runs while a
+    statement waits for a lock, not even the one whose transaction holds it: serve's
+    worker thread creating its tables stood still in its transaction, and a fresh
+    serve's first POST /rooms waited until the server ended that idle transaction
+    (DUNE_LEDGER_PG_IDLE_TIMEOUT, 5 s)."""
+    poller = select.poll()
+    poller.register(pgconn.socket, select.POLLOUT)
+    while pgconn.flush():  # the connection is nonblocking: it sends as the socket takes
+        poller.poll()
+    poller.modify(pgconn.socket, select.POLLIN)
+    while pgconn.is_busy():
+        poller.poll()
+        pgconn.consume_input()
 
 
 def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult:
@@ -765,7 +786,6 @@ class RoomsPostgresFactory(PostgresFactory):
             seconds = (self.env.get("DUNE_LEDGER_PG_STATEMENT_TIMEOUT") or "").strip() or \
                 STATEMENT_TIMEOUT
             if not seconds.isdigit():
-                from dune_ledger.infrastructure.storage import UsageError
 
                 raise UsageError("DUNE_LEDGER_PG_STATEMENT_TIMEOUT must be a whole number of "
                                  f"seconds, not '{seconds}'")
@@ -789,7 +809,6 @@ class RoomsPostgresFactory(PostgresFactory):
             # (scripts/bench_group_commit.py, docs/benchmarks.md).
             grouped = (self.env.get("DUNE_LEDGER_PG_GROUP_COMMIT") or "no").strip().lower()
             if grouped not in ("yes", "no", "1", "0"):
-                from dune_ledger.infrastructure.storage import UsageError
 
                 raise UsageError("DUNE_LEDGER_PG_GROUP_COMMIT must be yes or no, "
                                  f"not '{grouped}'")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from dune_ledger.domain.randomness import Randomness, Rng
+from dune_ledger.domain.game import Randomness, Rng
 
 
 class Source:

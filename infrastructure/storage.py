@@ -24,19 +24,13 @@ from eventsourcing.utils import strtobool
 
 from dune_ledger.application.rooms import RandomnessFactory, RoomsApp
 from dune_ledger.application.stream import Recorded, RoomSnapshot, Undecodable, signed, unsigned
-from dune_ledger.domain.events import EVENT_TYPES
+from dune_ledger.domain.game import EVENT_TYPES
 from dune_ledger.infrastructure import observability, randomness
+from dune_ledger.infrastructure.errors import StoreUnavailable, UsageError
+from dune_ledger.infrastructure.keys import Keys
 from dune_ledger.projections import open_read_models
 
 DEFAULT_URL = "sqlite:///dune-ledger.db"
-
-
-class UsageError(ValueError):
-    """Bad configuration given by the user (exit 2)."""
-
-
-class StoreUnavailable(UsageError):
-    """The store cannot be reached now (a worker tries again later)."""
 
 
 class OrjsonTranscoder(Transcoder):
@@ -334,8 +328,6 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
     """The rooms application on the storage of `url`, signing with the key file
     (`key_file`, else $DUNE_LEDGER_KEY_FILE, else `dune-ledger.key`: created on the
     first write when missing) and, when it holds a cipher key, encrypting at rest."""
-    from dune_ledger.infrastructure.keys import Keys  # it names its errors after ours
-
     url = url or os.environ.get("DUNE_LEDGER_DB") or DEFAULT_URL
     env = environment(url)
     keys = Keys(key_file)  # a key file that cannot be read or made: a UsageError
@@ -344,7 +336,8 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
     if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
         private_files(env["SQLITE_DBNAME"])
     with first_use_lock(env):
-        app = RoomsApp(env, randomness=randomness_factory or randomness.for_room, signer=keys)
+        app = observability.ObservedRooms(
+            env, randomness=randomness_factory or randomness.for_room, signer=keys)
         # The read models live in the same database as the events (projections/).
         app.read_models = open_read_models(app)
         if env.get("PERSISTENCE_MODULE") != "eventsourcing.popo":
@@ -355,7 +348,7 @@ def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory 
                                  key_file=key_file,
                                  **{**extra_env, "CREATE_TABLE": "no",
                                     "POSTGRES_POOL_SIZE": "1"})
-        return observability.instrument(app)
+        return app
 
 
 def private_files(path: str) -> None:

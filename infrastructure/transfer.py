@@ -54,8 +54,7 @@ from dune_ledger.application.stream import (
     signed,
     unsigned,
 )
-from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import RoomCreated
+from dune_ledger.domain.game import Rejection, RoomCreated
 from dune_ledger.infrastructure import strict_json
 
 FIELDS = ("room", "version", "type", "payload", "prev", "hash", "sig")

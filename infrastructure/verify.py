@@ -40,12 +40,27 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 import dune_ledger.application.stream  # noqa: F401  (registers SeatTokenReissued, a stored event type)
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.domain import fairness
-from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import EVENT_TYPES, CardDrawn, Event, RoomCreated
-from dune_ledger.domain.randomness import commitment, derived_shuffle, mix, words
-from dune_ledger.domain.rules import apply, initial_state
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import (
+    EVENT_TYPES,
+    AmbassadorCohortDrawn,
+    CardDrawn,
+    DeckShuffled,
+    DiscardReshuffled,
+    Event,
+    PileShuffled,
+    Rejection,
+    RoomCreated,
+    RoomEnded,
+    RoomState,
+    apply,
+    commitment,
+    derived_shuffle,
+    initial_state,
+    mix,
+    outcome,
+    state_digest,
+    words,
+)
 from dune_ledger.infrastructure import strict_json
 
 GENESIS = "0" * 64
@@ -64,8 +79,7 @@ def transcript(app: RoomsApp, room_id: str) -> Iterable[bytes]:
     """An ended room's transcript: its export lines. `room_not_ended` before the end."""
     from dune_ledger.infrastructure.transfer import export_lines  # the one export format
 
-    room = app.current(room_id)
-    app.kept.keep(room)
+    room = app.peek(room_id)
     if room.state.ended is None:
         raise Rejection("room_not_ended", "the room has not ended: its transcript is "
                         "served once the operator ends it (`dune-ledger room end ROOM`)")
@@ -217,7 +231,7 @@ def _check_commitment(events: list[tuple[int, int, Event]], report: Report) -> b
         report.fail(1, "commitment", "the room is not committed (seeded or layout): "
                     "nothing commits its shuffles")
         return None
-    if not isinstance(last, fairness.RoomEnded):
+    if not isinstance(last, RoomEnded):
         report.fail(version, "commitment", "the transcript does not end with RoomEnded")
         return None
     secret = last.secret or ""
@@ -246,10 +260,10 @@ def _replay(events: list[tuple[int, int, Event]], secret: bytes | None, report: 
             report.fail(version, "replay", "an event after the end")
             return
         before = state
-        if isinstance(event, fairness.RoomEnded):
+        if isinstance(event, RoomEnded):
             assert state is not None
             ended = True
-            if fairness.state_digest(state) != event.state_hash:
+            if state_digest(state) != event.state_hash:
                 report.fail(version, "replay", "the replay does not reach the state the "
                             "room ended in")
         if isinstance(event, CardDrawn) and state is not None and (
@@ -287,7 +301,7 @@ def _check_outcome(room: str, version: int, append: int, event: Event,
         report.fail(version, "shuffles", "its rng names another version or call than "
                     "the next call of its append")
     calls[append] = calls.get(append, 0) + 1
-    expected = fairness.outcome(event, before)
+    expected = outcome(event, before)
     assert expected is not None
     held, recorded, sample = expected
     if list(rng.get("input", [])) != held:
@@ -307,11 +321,4 @@ def _seats(event: Event) -> list[str]:
     return [s["faction"] for s in event.state["seats"]]
 
 
-def _outcome_types() -> tuple[type[Event], ...]:
-    from dune_ledger.domain.ambassador import AmbassadorCohortDrawn
-    from dune_ledger.domain.events import DiscardReshuffled, PileShuffled
-
-    return (fairness.DeckShuffled, DiscardReshuffled, PileShuffled, AmbassadorCohortDrawn)
-
-
-OUTCOME_EVENTS = _outcome_types()
+OUTCOME_EVENTS = (DeckShuffled, DiscardReshuffled, PileShuffled, AmbassadorCohortDrawn)

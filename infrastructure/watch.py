@@ -3,10 +3,11 @@
 One thread follows the notification log from where it was when the app started:
 on PostgreSQL it wakes on the recorder's NOTIFY (LISTEN on its channel, with a
 poll every second should a notification be missed), elsewhere it polls. For
-the rooms someone streams, it catches the read models up (the ordinary read
-path) and reads every view of the room in one statement, then wakes the
-room's streams on the event loop. A thousand streams of one room cost one read
-per change, not a thousand.
+the rooms someone streams, it reads every view of the room in one statement
+through the query `GET .../view` uses (`RoomsApp.room_rows`: the same bounded
+catch-up, the same damaged-room check), then wakes the room's streams on the
+event loop. A thousand streams of one room cost one read per change, not a
+thousand.
 
 Noninterference: a stream learns only that its room moved to a new version,
 and then its own seat's stored view (the same row `GET .../view` returns);
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dune_ledger.application.rooms import RoomsApp, room_uuid
-from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.game import Rejection
 from dune_ledger.infrastructure import observability
 from dune_ledger.projections.store import PUBLIC
 
@@ -165,21 +166,17 @@ class RoomWatch:
         return [room for room in touched if room in self.rooms]
 
     def _refresh(self, rooms: list[str]) -> None:
-        models = self.app.read_models
-        assert models is not None
-        models.catch_up()
         for room in rooms:
             # The token hashes of the room as stored now (one query for a room this
             # process keeps): every change, a token reissue included, rechecks them.
             try:
-                stored = self.app.current(room)
+                known = self.app.seats.of(room, stored=True)
             except Rejection:  # damaged, or gone: no token of it is good any more
                 hashes, hashes_at = {}, 2**62
             else:
-                self.app.kept.keep(stored)
-                hashes, hashes_at = dict(stored.token_hashes), stored.version
-            try:
-                version, views = self.app.room_rows(room)  # never a forged row
+                hashes, hashes_at = known.seats, known.version
+            try:  # as GET .../view reads: bounded catch-up, never a forged or damaged row
+                version, views = self.app.room_rows(room)
             except Rejection:
                 version, views = None, {}
             rows = {seat: (version, text) for seat, text in views.items()} \

@@ -139,7 +139,7 @@ def is_store_gone(e: BaseException) -> bool:
     import psycopg
     from eventsourcing.persistence import InterfaceError, OperationalError
 
-    from dune_ledger.infrastructure.storage import StoreUnavailable
+    from dune_ledger.infrastructure.errors import StoreUnavailable
 
     return isinstance(e, InterfaceError | OperationalError | psycopg.OperationalError
                       | psycopg.InterfaceError | sqlite3.OperationalError | StoreUnavailable)

@@ -20,11 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dune_ledger.domain.catalog import CARDS
-from dune_ledger.domain.events import CardRetrieved, Event
-from dune_ledger.domain.gifts import offer_of
-from dune_ledger.domain.nullentropy import candidates
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import CARDS, CardRetrieved, Event, RoomState, candidates, offer_of
 
 TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # Every byte that cannot be part of a TOKEN (non-ASCII UTF-8 bytes included) as a space.

@@ -10,20 +10,26 @@ shaped) and pass it through `projections.guard` before storing.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
+from cachetools import LRUCache
 
-from dune_ledger.application import autopilot
 from dune_ledger.application.stream import Recorded, SeatTokenReissued, Undecodable
-from dune_ledger.domain import fairness, views
-from dune_ledger.domain.events import RoomCreated
-from dune_ledger.domain.rules import apply, initial_state
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import (
+    RoomCreated,
+    RoomState,
+    apply,
+    initial_state,
+    kept_state,
+    public_entry,
+    public_view,
+    seat_view,
+)
 from dune_ledger.projections import guard
-from dune_ledger.projections.store import PUBLIC, Autopilot, Entry, Store, Writes, seats_json
+from dune_ledger.projections.autopilot_rows import Autopilot, autopilot_row
+from dune_ledger.projections.store import PUBLIC, Entry, Store, Writes
 
 # The stored event (or a row that cannot be read) and its notification id.
 Item = tuple[Recorded | Undecodable, int]
@@ -91,7 +97,7 @@ class Projector:
                 for rec in broken.values():
                     self.quarantined(tx, rec)
                 # Each room's state is stored once per batch, as of its last event.
-                tx.put_rooms(self.name, [(room, st.version, fairness.kept_state(st))
+                tx.put_rooms(self.name, [(room, st.version, kept_state(st))
                                          for room, st in touched.items()])
                 tx.set_position(self.name, todo[-1][1])
         except BaseException:
@@ -159,8 +165,7 @@ class SeatViews(Projector):
         super().__init__(store, cache_size)
         # The autopilot index rows this projector wrote, for the rooms seen most
         # recently: an unchanged row (most events) is not written again.
-        self.index: OrderedDict[str, Autopilot] = OrderedDict()
-        self.index_size = cache_size
+        self.index: LRUCache[str, Autopilot] = LRUCache(maxsize=cache_size)
 
     def forget(self) -> None:
         super().forget()
@@ -194,9 +199,6 @@ class SeatViews(Projector):
         tx.put_autopilot([row for row in rows if self.index.get(row[0]) != row])
         for row in rows:
             self.index[row[0]] = row
-            self.index.move_to_end(row[0])
-        while len(self.index) > self.index_size:
-            self.index.popitem(last=False)
         return failed
 
     def quarantined(self, tx: Writes, rec: Recorded | Undecodable) -> None:
@@ -214,7 +216,7 @@ class RoomStates:
     """Room states folded from events, kept for the rooms seen most recently."""
 
     def __init__(self, cache_size: int) -> None:
-        self.cache: OrderedDict[str, RoomState] = OrderedDict()
+        self.cache: LRUCache[str, RoomState] = LRUCache(maxsize=cache_size)
         self.size = cache_size
 
     def clear(self) -> None:
@@ -245,25 +247,7 @@ class RoomStates:
                 raise ProjectionError(f"room {room}: version {rec.originator_version} "
                                       f"({rec.type}) cannot be applied: {e}") from e
         self.cache[room] = state
-        self.cache.move_to_end(room)
-        while len(self.cache) > self.size:
-            self.cache.popitem(last=False)
         return state
-
-
-def autopilot_row(room: str, state: RoomState) -> Autopilot:
-    """The room's autopilot seats, and whether the worker must look at it now: one of
-    them is asked for something, or a window with a deadline is open."""
-    seats: dict[str, str] = {s.faction: s.autopilot for s in state.seats
-                             if s.autopilot is not None}
-    window = state.control.response
-    due = (window is not None and window.deadline is not None) or any(
-        autopilot.has_prompt(views.seat_view(state, faction)) for faction in seats)
-    return room, seats_json(seats), due
-
-
-def autopilot_entry(room: str, state_json: str) -> Autopilot:
-    return autopilot_row(room, RoomState.model_validate_json(state_json))
 
 
 def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
@@ -274,7 +258,7 @@ def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
     if shape is None:
         return None
     if shape is UNSHAPED:
-        entry = views.public_entry(seq, version, fact)
+        entry = public_entry(seq, version, fact)
         if entry is None:
             return None
         text, named = dumps(entry), None
@@ -282,7 +266,7 @@ def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
         head, middle, tail, named = shape
         text = f'{head}"seq":{seq}{middle}"version":{version}{tail}'
     if guard.public_leaks(state, text, fact, named):
-        entry = views.public_entry(seq, version, fact)
+        entry = public_entry(seq, version, fact)
         assert entry is not None  # it made `text`
         text = dumps(guard.withheld_entry(entry))
     return text
@@ -319,7 +303,7 @@ def entry_shape(fact: Any) -> EntryShape | None:
     elif "seq" in fields or "version" in fields:
         shape = UNSHAPED
     else:
-        text = dumps(views.public_entry(0, 0, fact))
+        text = dumps(public_entry(0, 0, fact))
         # Sorted keys put seq before version; each found once (a quote inside a string
         # is escaped) is the key itself, and the text splits around it exactly.
         seq, version = '"seq":0', '"version":0'
@@ -338,13 +322,13 @@ def entry_shape(fact: Any) -> EntryShape | None:
 
 def render(state: RoomState) -> dict[str, str]:
     """The stored JSON of the public view and every seat's view, each checked by the guard."""
-    public = dumps(views.public_view(state))
+    public = dumps(public_view(state))
     if guard.public_leaks(state, public):
         public = dumps(guard.withheld_view(state, None))
     out = {PUBLIC: public}
     public_ids = guard.card_ids(public)
     for seat in state.seats:
-        view = dumps(views.seat_view(state, seat.faction))
+        view = dumps(seat_view(state, seat.faction))
         if guard.seat_leaks(state, seat.faction, view, public_ids):
             view = dumps(guard.withheld_view(state, seat.faction))
         out[seat.faction] = view

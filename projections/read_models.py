@@ -22,10 +22,7 @@ import orjson
 from eventsourcing.utils import strtobool
 
 from dune_ledger.application.stream import Recorded, UnauthenticRow, Undecodable
-from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import RoomCreated
-from dune_ledger.domain.rules import apply, initial_state
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.game import Rejection, RoomCreated, RoomState, apply, initial_state
 from dune_ledger.projections.projectors import (
     Item,
     Projector,

@@ -59,9 +59,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
-
 from dune_ledger.application.stream import UnauthenticRow
+from dune_ledger.projections.autopilot_rows import Autopilot, autopilot_entry
 
 PUBLIC = "*public*"  # the seat key of the public view: never a faction name
 
@@ -126,14 +125,6 @@ def upgrade_schema(c: Any, mark: str, had_tables: bool) -> int | None:
 Entry = tuple[str, int, int, str]  # room, seq, version, JSON
 View = tuple[str, str, int, str]  # room, seat, version, JSON
 RoomRow = tuple[str, int, str]  # room, version, JSON state
-# room, JSON {faction: profile} ("{}": none left), an autopilot seat is asked now
-Autopilot = tuple[str, str, bool]
-
-
-def seats_json(seats: dict[str, str]) -> str:
-    return orjson.dumps(seats, option=orjson.OPT_SORT_KEYS).decode()
-
-
 SEALED = "~"  # a stored JSON text never starts with it
 
 
@@ -643,8 +634,6 @@ def create_autopilot_index(c: Any, existed: bool, mark: str, sealer: Sealer) -> 
     c.execute(AUTOPILOT_TABLE)
     if existed:
         return
-    from dune_ledger.projections.projectors import autopilot_entry  # it renders views: domain code
-
     # Only rooms that mention an autopilot profile are parsed (and the encrypted ones).
     c.execute(c_sql("SELECT room AS r, version AS v, state AS s FROM dl_view_rooms "
                     "WHERE state LIKE ? OR state LIKE ?", mark),

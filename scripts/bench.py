@@ -64,9 +64,7 @@ from typing import Any
 from dune_ledger.application.audit import audit_room, state_hash
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.application.stream import Room, project_room
-from dune_ledger.domain.catalog import CARDS
-from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.rules import decide
+from dune_ledger.domain.game import CARDS, Rejection, decide
 from dune_ledger.infrastructure import randomness
 from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.storage import open_rooms
@@ -77,7 +75,7 @@ from scripts import (
 from scripts.throwaway import ADMIN_URL
 
 try:
-    from dune_ledger.domain.commands import parse_command
+    from dune_ledger.domain.game import parse_command
 except ImportError:  # pragma: no cover - older trees
     parse_command = None  # type: ignore[assignment]
 
@@ -214,8 +212,7 @@ def rooms_with_open_searches(app: RoomsApp, count: int) -> None:
     """`count` rooms, each with a paid Box search still open, saved many rooms at a time."""
     try:
         from dune_ledger.application.rooms import token_hash
-        from dune_ledger.domain.layout import build_room, parse_layout
-        from dune_ledger.domain.rules import initial_state
+        from dune_ledger.domain.game import build_room, initial_state, parse_layout
         fast = True
     except ImportError:  # pragma: no cover - an API moved: one command at a time
         fast = False

@@ -38,8 +38,7 @@ from uuid import UUID, uuid4
 from dune_ledger.application.audit import audit_all, audit_room
 from dune_ledger.application.rooms import RoomsApp, token_hash
 from dune_ledger.application.stream import Chain, Room
-from dune_ledger.domain.layout import build_room, parse_layout
-from dune_ledger.domain.rules import initial_state
+from dune_ledger.domain.game import build_room, initial_state, parse_layout
 from dune_ledger.infrastructure import randomness
 from dune_ledger.infrastructure.storage import open_rooms
 from scripts import bench  # the room builder, throwaway databases, the timer (scripts/bench.py)

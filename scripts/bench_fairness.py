@@ -64,7 +64,7 @@ def lockstep(app: Any, layouts: dict[str, dict[str, Any]], commands: int,
 def shuffle_cost(clock: Any, times: int = 2000) -> dict[str, float]:
     """Microseconds to make one command's port and shuffle a 45-card deck with it: the
     seeded source (infrastructure/randomness.for_room) against the derived one."""
-    from dune_ledger.domain.fairness import committed, derived
+    from dune_ledger.domain.game import committed, derived
     from dune_ledger.infrastructure.randomness import for_room
 
     deck = [f"card-{i}" for i in range(45)]

@@ -105,8 +105,7 @@ def recover(app: Any, path: Path) -> int:
 
 def choose(state: Any, rng: random.Random, select_rate: float) -> tuple[str, dict[str, Any]]:
     """A plausible command for some seat: mostly valid, sometimes refused."""
-    from dune_ledger.domain.catalog import is_box
-    from dune_ledger.domain.nullentropy import candidates
+    from dune_ledger.domain.game import candidates, is_box
 
     if state.search is not None and rng.random() < select_rate:
         owner = state.search.owner
@@ -266,7 +265,7 @@ def verify(app: Any, rooms: list[str], journals: list[Path]) -> dict[str, Any]:
 
 def finish_open_searches(app: Any, rooms: list[str]) -> dict[str, int]:
     """A search left open by a killed worker must still be open and completable."""
-    from dune_ledger.domain.nullentropy import candidates
+    from dune_ledger.domain.game import candidates
 
     found = completed = 0
     for room in rooms:

@@ -36,7 +36,7 @@ import orjson
 
 from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.domain.events import EVENT_TYPES
+from dune_ledger.domain.game import EVENT_TYPES
 from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT
 from dune_ledger.infrastructure.keys import init_key_file
 from dune_ledger.infrastructure.storage import open_rooms

@@ -32,8 +32,9 @@ import orjson
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.application.stream import Recorded
 from dune_ledger.domain.catalog import CARDS, is_box, room_cards
-from dune_ledger.domain.events import FeePaid, RoomCreated
+from dune_ledger.domain.events import RoomCreated
 from dune_ledger.domain.gifts import offer_of
+from dune_ledger.domain.nullentropy import FeePaid
 from dune_ledger.domain.rules import apply, initial_state
 from dune_ledger.domain.state import RoomState
 from dune_ledger.projections.read_models import ReadModels

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from dune_ledger.domain.catalog import room_cards
+from dune_ledger.domain.game import Tx, initial_state
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.nullentropy import candidates
-from dune_ledger.domain.rules import Tx, initial_state
 from dune_ledger.domain.state import RoomState
 from tests.support import Counting, layout, rejected, run, snapshot, state_of, types
 

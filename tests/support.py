@@ -22,8 +22,8 @@ import pytest
 from dune_ledger.application.rooms import RoomsApp, token_hash
 from dune_ledger.domain.commands import parse_command
 from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.game import Tx, decide, initial_state
 from dune_ledger.domain.layout import build_room, parse_layout
-from dune_ledger.domain.rules import Tx, decide, initial_state
 from dune_ledger.domain.state import RoomState
 from dune_ledger.infrastructure.randomness import Source
 from scripts.throwaway import ADMIN_URL, throwaway_database

@@ -7,7 +7,8 @@ from uuid import uuid4
 
 from dune_ledger.application.audit import audit_records
 from dune_ledger.application.stream import GENESIS, Recorded, chain_hash
-from dune_ledger.domain.events import CardDrawn, DiscardReshuffled, Event
+from dune_ledger.domain.custody import CardDrawn, DiscardReshuffled
+from dune_ledger.domain.events import Event
 from dune_ledger.domain.layout import build_room, parse_layout
 from tests.support import Counting, layout
 

@@ -20,9 +20,10 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
+from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.http import STALE, create_app
 from dune_ledger.infrastructure.postgres import RoomsRecorder, libpq_run
-from dune_ledger.infrastructure.storage import UsageError, environment
+from dune_ledger.infrastructure.storage import environment
 from scripts.pgaf_cluster import PACKAGES, packages_missing
 from scripts.throwaway import ADMIN_URL
 from tests.support import database, layout, opened

@@ -211,7 +211,7 @@ def test_a_rejected_command_draws_nothing(app, monkeypatch):
         ports.append(port)  # type: ignore[arg-type]
         return port
 
-    monkeypatch.setattr(fairness, "port", counting)
+    monkeypatch.setattr("dune_ledger.application.rooms.port", counting)
     for seat, command in [("harkonnen", {"type": "begin_search", "card": BOX}),
                           ("richese", {"type": "discard", "card": "stunner"}),
                           ("richese", {"type": "select_card", "search": "e2", "card": "x"})]:
@@ -501,14 +501,14 @@ def test_no_outbound_path_carries_the_secret_before_the_end(tmp_path, capfd):
 
 
 def test_the_guard_withholds_a_view_that_would_carry_the_secret(monkeypatch):
-    from dune_ledger.domain import views
-    from dune_ledger.projections import guard
+    from dune_ledger.projections import guard, projectors
     from dune_ledger.projections.projectors import render
     from tests.support import state_of
 
     state = state_of(committed_layout(), secret=bytes(range(32)))
-    real = views.public_view
-    monkeypatch.setattr(views, "public_view", lambda s: {**real(s), "oops": s.fairness.secret})
+    real = projectors.public_view
+    monkeypatch.setattr(projectors, "public_view",
+                        lambda s: {**real(s), "oops": s.fairness.secret})
     rows = render(state)
     assert "withheld" in rows["*public*"] and state.fairness.secret not in rows["*public*"]
     assert guard.secret_leaks(state, f"x{state.fairness.secret}") == {guard.SECRET}

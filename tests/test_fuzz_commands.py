@@ -123,9 +123,11 @@ def events_of(state: RoomState) -> list[str]:
     for part in (state.control.decision, state.control.response):
         if part is not None:
             found.append(part.event)
-    for part in (state.truthtrance, state.gift, state.semuta):
-        if isinstance(part, dict) and isinstance(part.get("event"), str):
-            found.append(part["event"])
+    for part in (state.truthtrance, state.gift):
+        if part is not None:
+            found.append(part.event)
+    if state.semuta is not None:
+        found += [w.event for w in state.semuta.queue]
     return found
 
 
@@ -140,10 +142,10 @@ def likely(state: RoomState, seat: str) -> list[dict[str, Any]]:
                     for cid in search.discard if not is_box(cid)]
         return out or [{"type": "set_autopilot", "enabled": False}]
     truthtrance = state.truthtrance
-    if truthtrance is not None and truthtrance.get("target") == seat:
-        out += [{"type": "answer_truthtrance", "event": truthtrance["event"], "answer": a}
+    if truthtrance is not None and truthtrance.target == seat:
+        out += [{"type": "answer_truthtrance", "event": truthtrance.event, "answer": a}
                 for a in ("yes", "no")]
-        out.append({"type": "answer_truthtrance", "event": truthtrance["event"],
+        out.append({"type": "answer_truthtrance", "event": truthtrance.event,
                     "answer": "yes", "promise": {"spice": 1}})
     window = state.control.response
     if window is not None:
@@ -192,9 +194,10 @@ def awaited_seats(state: RoomState) -> list[str]:
     out = []
     if state.control.decision is not None:
         out.append(state.control.decision.player)
-    for part, key in ((state.truthtrance, "target"), (state.gift, "to")):
-        if isinstance(part, dict) and part.get(key) in {s.faction for s in state.seats}:
-            out.append(part[key])
+    for waiting in (state.truthtrance and state.truthtrance.target,
+                    state.gift and state.gift.to):
+        if waiting in {s.faction for s in state.seats}:
+            out.append(waiting)
     if state.control.response is not None:
         out += [s.faction for s in state.seats if s.hand
                 and s.faction not in state.control.response.passes]

@@ -12,14 +12,9 @@ from hypothesis import strategies as st
 from dune_ledger.application.stream import GENESIS, Recorded
 from dune_ledger.domain import views
 from dune_ledger.domain.catalog import CARDS
-from dune_ledger.domain.events import (
-    CardDiscarded,
-    CardDrawn,
-    CardRetrieved,
-    DiscardReshuffled,
-    Event,
-    FeePaid,
-)
+from dune_ledger.domain.custody import CardDiscarded, CardDrawn, DiscardReshuffled
+from dune_ledger.domain.events import Event
+from dune_ledger.domain.nullentropy import CardRetrieved, FeePaid
 from dune_ledger.domain.state import RoomState
 from dune_ledger.projections import guard, projectors
 from dune_ledger.projections.projectors import UNSHAPED, dumps, entry_shape, public_entry_text

@@ -15,8 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.infrastructure import http
-from dune_ledger.infrastructure.http import WRONG_LIMIT, create_app
+from dune_ledger.infrastructure import http_errors
+from dune_ledger.infrastructure.http import create_app
+from dune_ledger.infrastructure.http_auth import WRONG_LIMIT
 from tests.support import ADMIN, assert_error, auth, authenticate, create
 
 BOX = "nullentropy-box"
@@ -261,5 +262,5 @@ def test_serve_with_the_store_down_says_so_in_one_line_and_exits_2() -> None:
 def test_http_failures_name_an_error_code_of_the_enum() -> None:
     from dune_ledger.infrastructure.http_models import ErrorCode
 
-    assert set(http.STATUS) <= {c.value for c in ErrorCode}
-    assert orjson.loads(http.failure("locked", "x").body)["error"]["code"] == "locked"
+    assert set(http_errors.STATUS) <= {c.value for c in ErrorCode}
+    assert orjson.loads(http_errors.failure("locked", "x").body)["error"]["code"] == "locked"

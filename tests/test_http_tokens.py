@@ -19,7 +19,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.infrastructure.http import STREAMS_PER_TOKEN, WRONG_LIMIT, create_app
+from dune_ledger.infrastructure.http import create_app
+from dune_ledger.infrastructure.http_auth import WRONG_LIMIT
+from dune_ledger.infrastructure.http_stream import STREAMS_PER_TOKEN
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import ADMIN, Server, assert_error, auth, create, events, layout
 

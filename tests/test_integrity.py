@@ -132,7 +132,7 @@ def test_an_append_made_without_the_key_is_found(url: str, tmp_path: Path) -> No
     with opened(url) as app:
         rec = app.records(UUID(room))[-1]
         deck = app.load(room).state.deck
-        from dune_ledger.domain.events import CardDrawn
+        from dune_ledger.domain.custody import CardDrawn
 
         forged = Recorded(rec.originator_id, version + 1, CardDrawn(seat="emperor", card=deck[0]),
                           rec.hash(), "emperor", "x", version + 1, rec.at)
@@ -280,7 +280,7 @@ def test_a_room_without_signatures_stays_damaged_and_nothing_signs_it(
 def test_a_process_that_kept_the_room_finds_an_append_made_without_the_key(url: str) -> None:
     """A command decided on a room kept in memory meets the forged append at its save,
     reads the room again and refuses it; so does catching a kept room up."""
-    from dune_ledger.domain.events import CardDrawn
+    from dune_ledger.domain.custody import CardDrawn
 
     with opened(url) as app:
         room, _ = played(app)

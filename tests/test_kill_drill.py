@@ -70,7 +70,7 @@ def test_the_drill_would_notice_a_lost_or_doubled_command(tmp_path: Path) -> Non
 
 def test_the_drill_would_notice_an_unsigned_append() -> None:
     from dune_ledger.application.stream import Recorded
-    from dune_ledger.domain.events import CardDrawn
+    from dune_ledger.domain.custody import CardDrawn
     from dune_ledger.infrastructure.storage import open_rooms
     from scripts import kill_drill as drill
 

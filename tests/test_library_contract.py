@@ -1,7 +1,7 @@
 """The private names of the libraries the code relies on, checked by name: an upgrade
 that moves one fails here, loudly, instead of somewhere far from its cause.
 
-- `application/rooms.py` `RoomsApp.save` calls the library's `Application._record` and
+- `application/store.py` `RoomStore.save` calls the library's `Application._record` and
   `Application._notify` (its save without the runtime Protocol checks).
 - `infrastructure/postgres.py` `RoomsSubscription` runs the library's
   `PostgresSubscription` thread with its own LISTEN loop, reading `_recorder`,

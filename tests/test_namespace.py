@@ -36,3 +36,76 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     assert {n.split("/")[0] for n in names} == {"dune_ledger", "dune_ledger-0.1.0.dist-info"}
     assert "dune_ledger/domain/cards.json" in names
     assert "dune_ledger/infrastructure/templates/play.html" in names
+
+
+def test_the_other_layers_use_the_rules_through_their_face() -> None:
+    """Outside `domain/`, the shipped layers import `dune_ledger.domain.game` and no other
+    domain module, at module level or in a function."""
+    other = []
+    for path in sources():
+        if path.relative_to(ROOT).parts[0] not in LAYERS - {"domain"}:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) and node.module else [])
+            other += [f"{path.relative_to(ROOT)}: {n}" for n in names
+                      if n.startswith("dune_ledger.domain")
+                      and not n.startswith("dune_ledger.domain.game.")]
+    assert other == []
+
+
+def domain_imports() -> dict[str, set[str]]:
+    """Each domain module's imports of domain modules, at module level or in a function;
+    importing any of them first runs the package's `__init__`."""
+    package = "dune_ledger.domain"
+    modules = {p.stem: p for p in (ROOT / "domain").glob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            found = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) and node.module else [])
+            for full in found:
+                if full == package or full.startswith(package + "."):
+                    parts = full[len(package) + 1:].split(".")
+                    graph[name].update({"__init__", parts[0]} & set(modules))
+        graph[name].discard(name)
+    return graph
+
+
+def test_no_import_circle_among_the_domain_modules() -> None:
+    graph = domain_imports()
+    done: set[str] = set()
+
+    def circle(name: str, path: list[str]) -> list[str] | None:
+        if name in path:
+            return path[path.index(name):] + [name]
+        if name in done:
+            return None
+        for then in sorted(graph[name]):
+            found = circle(then, path + [name])
+            if found:
+                return found
+        done.add(name)
+        return None
+
+    assert [c for name in sorted(graph) if (c := circle(name, []))] == []
+
+
+def test_the_face_loads_every_registration() -> None:
+    """After `domain.game` alone, importing every other domain module registers nothing
+    more: no handler, continuation, gate, window kind or event type is missing."""
+    script = """
+import importlib, pathlib, sys
+from dune_ledger.domain import game, events, responses, rules
+def registered():
+    return (set(rules.HANDLERS), len(rules.CONTINUATIONS), len(rules.GATES),
+            len(rules.AFTER_DISCARD), set(rules.SYSTEM_COMMANDS),
+            set(rules.ALLOWED_DURING_SEARCH), set(responses.KINDS), set(events.EVENT_TYPES))
+before = registered()
+for path in pathlib.Path(game.__file__).parent.glob("*.py"):
+    importlib.import_module(f"dune_ledger.domain.{path.stem}")
+sys.exit(registered() != before)
+"""
+    assert subprocess.run([sys.executable, "-c", script], cwd=ROOT).returncode == 0

@@ -279,9 +279,9 @@ def command_for(state: RoomState, actor: str, action: str, pick: int) -> dict[st
         return {"type": "ask_truthtrance", "card": "truthtrance-1", "target": target,
                 "question": "Do you hold a Karama?"}
     if action == "answer":
-        t = state.truthtrance or {}
+        t = state.truthtrance
         promise = [None, {"spice": 1 + pick % 3}, {"box": BOX}][pick % 3]
-        return {"type": "answer_truthtrance", "event": t.get("event", "e1"),
+        return {"type": "answer_truthtrance", "event": "e1" if t is None else t.event,
                 "answer": ("yes", "no")[pick % 2], "promise": promise}
     return {"type": "discard", "card": "no-such-card"}
 
@@ -302,7 +302,7 @@ def natural_actor(state: RoomState, action: str, pick: int) -> str | None:
     if action == "begin":
         return state.holder(BOX)
     if action == "answer" and state.truthtrance is not None:
-        return str(state.truthtrance["target"])
+        return state.truthtrance.target
     if action == "enter":
         return next((s.faction for s in state.seats
                      if s.faction not in ("ecaz", "harkonnen", "richese")), None)
@@ -543,7 +543,7 @@ def probe_commands(state: RoomState, me: str, cards: list[str]) -> list[dict[str
     w = state.control.response
     event = w.event if w is not None else "e1"
     search = state.search.event if state.search is not None else "e1"
-    question = str((state.truthtrance or {}).get("event", "e1"))
+    question = "e1" if state.truthtrance is None else state.truthtrance.event
     d = state.control.decision
     decision = d.event if d is not None else "e1"
     out: list[dict[str, Any]] = [

@@ -59,6 +59,7 @@ def test_the_spectator_and_host_pages_hold_no_room_data_and_the_same_policy() ->
 def test_static_files_are_the_two_shipped_and_nothing_else() -> None:
     with open_rooms("memory://") as rooms, TestClient(create_app(rooms, admin_token="")) as client:
         assert client.get("/static/page/host.js").status_code == 200
+        assert "innerHTML" not in client.get("/static/page/common.js").text
         js = client.get("/static/page/page.js")
         css = client.get("/static/page/page.css")
         assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from uuid import UUID, uuid4
 
+import psycopg
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from dune_ledger.application.audit import audit_room, state_hash
 from dune_ledger.application.stream import project_room
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.infrastructure.storage import UsageError, environment, open_rooms
+from dune_ledger.infrastructure.errors import UsageError
+from dune_ledger.infrastructure.postgres import prepare_and_run
+from dune_ledger.infrastructure.storage import environment, open_rooms
 from tests.support import database, layout
 
 
@@ -116,8 +122,6 @@ def test_long_room_snapshots_load_the_same_state(pg_url: str) -> None:
 
 
 def test_connections_dropped_by_the_server_are_replaced(pg_url: str, pg_admin_url: str) -> None:
-    import psycopg
-
     app = open_rooms(pg_url)
     try:
         room = app.create_room(layout())["room"]
@@ -171,8 +175,6 @@ def test_processes_that_open_one_store_at_once_create_its_tables_in_turn() -> No
     """Opening a store runs `CREATE OR REPLACE FUNCTION`s; two sessions doing so at once
     fail ("tuple concurrently updated"), as a worker reopening the store beside a starting
     process did. The recorder's table creation takes turns (`RoomsRecorder._create_table`)."""
-    import threading
-
     from eventsourcing.utils import Environment
 
     from dune_ledger.infrastructure.postgres import RoomsPostgresFactory, RoomsRecorder
@@ -201,3 +203,29 @@ def test_processes_that_open_one_store_at_once_create_its_tables_in_turn() -> No
         for t in threads:
             t.join()
         assert failures == []
+
+
+def test_a_statement_prepared_while_it_waits_for_a_lock_lets_the_other_threads_run(
+        pg_admin_url: str) -> None:
+    """The first run of a statement on a connection prepares it in a pipeline; waiting
+    there with the GIL held froze serve's worker thread inside the transaction that held
+    the lock, until the server ended it (a fresh serve's first POST /rooms took 5 s)."""
+    key = 0x64756E00 + uuid4().int % 256
+    with psycopg.connect(pg_admin_url) as holder, \
+            psycopg.connect(pg_admin_url, autocommit=True) as waiter:
+        # Frozen, the holder would be ended by the server as serve's worker was.
+        holder.execute("SET idle_in_transaction_session_timeout = '2s'")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+        def commit_later() -> None:
+            time.sleep(0.3)  # Python: it runs only if the waiting thread lets it
+            with contextlib.suppress(psycopg.OperationalError):  # ended by the server
+                holder.commit()
+
+        committer = threading.Thread(target=commit_later)
+        committer.start()
+        started = time.monotonic()
+        prepare_and_run(waiter, b"probe", b"SELECT pg_advisory_xact_lock($1)", [20],
+                        [key.to_bytes(8, "big")], [1])
+        committer.join()
+        assert time.monotonic() - started < 1.5  # the holder committed: the lock came free

@@ -218,10 +218,10 @@ def test_cli_rebuild_worker_and_wait_flag(tmp_path):
 
 def test_the_guard_withholds_a_view_or_entry_that_would_leak(monkeypatch):
     """Fail closed: a rule module shaping a leaky view or log line gets it withheld."""
-    from dune_ledger.domain import views
-    from dune_ledger.domain.events import CardRetrieved
+    from dune_ledger.domain.nullentropy import CardRetrieved
+    from dune_ledger.projections import projectors
 
-    real_view, real_public = views.seat_view, CardRetrieved.public
+    real_view, real_public = projectors.seat_view, CardRetrieved.public
 
     def leaky_view(state: Any, faction: str) -> dict[str, Any]:
         view = real_view(state, faction)
@@ -231,7 +231,7 @@ def test_the_guard_withholds_a_view_or_entry_that_would_leak(monkeypatch):
     def leaky_public(self: Any) -> dict[str, Any]:
         return {**real_public(self), "card": self.card}
 
-    monkeypatch.setattr(views, "seat_view", leaky_view)
+    monkeypatch.setattr(projectors, "seat_view", leaky_view)
     monkeypatch.setattr(CardRetrieved, "public", leaky_public)
     with open_rooms("memory://") as app:
         room = app.create_room(BOX_LAYOUT)["room"]
@@ -276,15 +276,15 @@ def parsed_rows(room: str, records: list[Any]) -> dict[str, Any]:
 def test_the_one_fold_rebuild_equals_the_projectors_rebuild(monkeypatch):
     """The audit's rebuild (one fold, the projectors' row makers) stores what the
     projectors store, withheld rows included, and falls back to them for a damaged stream."""
-    from dune_ledger.domain import views
-    from dune_ledger.domain.events import CardRetrieved
+    from dune_ledger.domain.nullentropy import CardRetrieved
+    from dune_ledger.projections import projectors
 
-    real_public, real_view = CardRetrieved.public, views.seat_view
+    real_public, real_view = CardRetrieved.public, projectors.seat_view
     with open_rooms("memory://") as app:
         rooms = play(app, rooms=3)
         monkeypatch.setattr(CardRetrieved, "public",  # a leaky rule module: withheld rows
                             lambda self: {**real_public(self), "card": self.card})
-        monkeypatch.setattr(views, "seat_view", lambda state, faction: {
+        monkeypatch.setattr(projectors, "seat_view", lambda state, faction: {
             **real_view(state, faction), "peek": list(state.deck)})
         rooms += play(app, rooms=1)
         for room in rooms:
@@ -350,7 +350,8 @@ def test_the_read_model_check_reuses_the_audits_fold(monkeypatch):
     from dataclasses import replace
 
     from dune_ledger.application.audit import audit_records
-    from dune_ledger.domain.events import CardDrawn, CardRetrieved
+    from dune_ledger.domain.custody import CardDrawn
+    from dune_ledger.domain.nullentropy import CardRetrieved
     from dune_ledger.projections.read_models import RoomRows
 
     real_public = CardRetrieved.public

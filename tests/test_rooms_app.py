@@ -409,7 +409,7 @@ def test_a_whole_stream_reads_as_the_library_reads_it(storage: str, tmp_path: Pa
     stored bytes the chain hash covers. It leaves the collector as it found it."""
     import gc
 
-    from dune_ledger.domain.events import CardDrawn
+    from dune_ledger.domain.custody import CardDrawn
 
     def fields(r: Recorded) -> tuple[object, ...]:
         return (type(r.originator_id), r.originator_id, r.originator_version, type(r.fact),

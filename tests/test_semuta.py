@@ -202,7 +202,7 @@ def test_a_second_discard_waits_for_the_open_window():
     second = tx.state
     assert window(second).data["cards"] == ["chaumas"]
     assert public_view(second)["semuta"]["queued"] == 1
-    queued_event = second.semuta["queue"][0]["event"]
+    queued_event = second.semuta.queue[0].event
     assert code(second, "emperor", {"type": "semuta", "event": queued_event,
                                     "action": "pass"}) == "stale_event"
     second = semuta(second, "pass", actor="richese").state
@@ -220,7 +220,7 @@ def test_a_window_waits_behind_another_kind_of_window():
     tx = run(state, "harkonnen", {"type": "discard", "card": "chaumas"})
     assert types(tx) == ["CardDiscarded", "SemutaReactionQueued"]
     assert tx.state.control.response.kind == "test_other"
-    assert len(tx.state.semuta["queue"]) == 1
+    assert len(tx.state.semuta.queue) == 1
 
 
 def test_a_search_suspends_the_window_and_restores_it_exactly():
@@ -234,7 +234,7 @@ def test_a_search_suspends_the_window_and_restores_it_exactly():
     tx = close_search(searching, "shield-1")
     after = tx.state
     assert window(after).model_dump() == before  # restored, still open
-    assert [w["data"]["cards"] for w in after.semuta["queue"]] == [[BOX]]  # the Box waits
+    assert [w.data["cards"] for w in after.semuta.queue] == [[BOX]]  # the Box waits
     passed = semuta(semuta(after, "pass").state, "pass", actor="richese").state
     assert window(passed).data["cards"] == [BOX]
     assert BOX in semuta(passed, "take", BOX).state.seat("emperor").hand
@@ -281,7 +281,7 @@ def test_a_queued_window_binds_its_cards_too():
     state = state_of(with_semuta())
     first = run(state, "harkonnen", {"type": "discard", "card": "chaumas"}).state
     second = run(first, "richese", {"type": "discard", "card": "crysknife"}).state
-    assert second.semuta["queue"][0]["data"]["cards"] == ["crysknife"]
+    assert second.semuta.queue[0].data["cards"] == ["crysknife"]
     searching = open_search(second)
     assert not {"chaumas", "crysknife"} & set(candidates(searching, "richese"))
 
@@ -295,7 +295,7 @@ def test_the_truthtrance_discard_waits_for_the_answer():
     assert code(state, "emperor", {"type": "semuta", "event": event, "action": "take",
                                    "card": "truthtrance-1"}) == "truthtrance_pending"
     state = run(state, "richese", {"type": "answer_truthtrance",
-                                   "event": state.truthtrance["event"], "answer": "no"}).state
+                                   "event": state.truthtrance.event, "answer": "no"}).state
     assert "truthtrance-1" in semuta(state, "take").state.seat("emperor").hand
 
 

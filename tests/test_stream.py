@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from dune_ledger.infrastructure.http import AccessLogRedaction, redact_url
+from dune_ledger.infrastructure.observability import AccessLogRedaction, redact_url
 from tests.support import ADMIN, Server, auth, events, layout
 
 BOX = "nullentropy-box"
@@ -167,10 +167,10 @@ def test_each_keep_alive_rechecks_the_token_against_the_stored_room(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Should the follower miss a change (here: it misses every one), the keep-alive
     still finds a reissued token: the stream sends its pings, then ends."""
-    from dune_ledger.infrastructure import http
+    from dune_ledger.infrastructure import http_stream
     from dune_ledger.infrastructure.watch import RoomWatch
 
-    monkeypatch.setattr(http, "KEEPALIVE", 0.3)
+    monkeypatch.setattr(http_stream, "KEEPALIVE", 0.3)
     monkeypatch.setattr(RoomWatch, "_scan", lambda self: [])
     with Server(f"sqlite:///{tmp_path / 'pings.db'}") as running:
         room = create(running.base)

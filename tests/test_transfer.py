@@ -16,7 +16,7 @@ import pytest
 from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp, token_hash
 from dune_ledger.application.stream import APPEND, Recorded, chain_hash, signed
-from dune_ledger.domain.events import CardDrawn
+from dune_ledger.domain.custody import CardDrawn
 from dune_ledger.infrastructure.demo import play_demo
 from dune_ledger.infrastructure.keys import Keys, init_key_file, public_key_info
 from dune_ledger.infrastructure.storage import open_rooms

@@ -8,59 +8,12 @@
   const KEY = 'dune-ledger:operator';
   const FACTIONS = JSON.parse(root.dataset.factions || '{}');
   const fname = (f) => FACTIONS[f] || f;
-  const $ = (id) => document.getElementById(id);
+  const { $, h, persist, download, showError, clearError } = window.duneLedger;
   let token = sessionStorage.getItem(KEY);
   let timer = null;
   let shown = '';
 
-  function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === 'class') el.className = v;
-      else if (k === 'text') el.textContent = v;
-      else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
-      else el.setAttribute(k, v === true ? '' : v);
-    }
-    for (const c of children.flat(Infinity)) {
-      if (c === null || c === undefined || c === false) continue;
-      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-    }
-    return el;
-  }
-
-  async function call(path, options = {}) {
-    const headers = { ...(options.headers || {}) };
-    if (token) headers.Authorization = 'Bearer ' + token;
-    let response;
-    try {
-      response = await fetch(path, { ...options, cache: 'no-store', headers });
-    } catch (e) {
-      throw Object.assign(new Error('The server does not answer.'), { status: 0 });
-    }
-    let body = null;
-    try {
-      body = await response.json();
-    } catch (e) {
-      body = null;
-    }
-    if (!response.ok) {
-      const message = body && body.error
-        ? `${body.error.message} (${body.error.code})` : `The server answered HTTP ${response.status}.`;
-      throw Object.assign(new Error(message), { status: response.status });
-    }
-    return body;
-  }
-
-  function showError(message) {
-    $('error').textContent = message;
-    $('error').hidden = false;
-  }
-
-  function clearError() {
-    $('error').hidden = true;
-    $('error').textContent = '';
-  }
+  const call = (path, options) => window.duneLedger.call(path, token, options);
 
   const when = (at) => (at && !Number.isNaN(Date.parse(at)) ? new Date(at).toLocaleString() : at || '');
   const invitation = (path, secret) => `${location.origin}${path}#token=${encodeURIComponent(secret)}`;
@@ -124,20 +77,13 @@
     button.disabled = true;
     if (!ending.has(room)) ending.set(room, 'host-' + crypto.randomUUID());
     const body = JSON.stringify({ command_id: ending.get(room) });
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        await call(`/rooms/${encodeURIComponent(room)}/end`, { method: 'POST', body,
-          headers: { 'Content-Type': 'application/json' } });
-        break;
-      } catch (e) {
-        if ((e.status === 0 || e.status === 503) && attempt < 4) {
-          await new Promise((done) => setTimeout(done, 300 * 2 ** attempt));
-          continue;
-        }
-        showError(e.message);
-        button.disabled = false;
-        return;
-      }
+    try {
+      await persist(() => call(`/rooms/${encodeURIComponent(room)}/end`, { method: 'POST', body,
+        headers: { 'Content-Type': 'application/json' } }));
+    } catch (e) {
+      showError(e.message);
+      button.disabled = false;
+      return;
     }
     confirming = null;
     await load();
@@ -145,26 +91,13 @@
     if (next) next.focus();
   }
 
-  // Read with the operator token in a header, offered to the browser as a file.
   async function downloadTranscript(room, button) {
     clearError();
     button.disabled = true;
     try {
-      const response = await fetch(`/rooms/${encodeURIComponent(room)}/transcript`,
-        { cache: 'no-store', headers: token ? { Authorization: 'Bearer ' + token } : {} });
-      if (!response.ok) {
-        const body = await response.json().catch(() => null);
-        throw new Error(body && body.error ? `${body.error.message} (${body.error.code})`
-          : `The server answered HTTP ${response.status}.`);
-      }
-      const url = URL.createObjectURL(await response.blob());
-      const link = h('a', { href: url, download: `transcript-${room}.jsonl`, hidden: true });
-      document.body.append(link);
-      link.click();
-      link.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      await download(`/rooms/${encodeURIComponent(room)}/transcript`, token, `transcript-${room}.jsonl`);
     } catch (e) {
-      showError(e.message === 'Failed to fetch' ? 'The server does not answer.' : e.message);
+      showError(e.message);
     } finally {
       button.disabled = false;
     }

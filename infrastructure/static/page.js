@@ -43,67 +43,21 @@
   let unreachable = false; // the banner says the server does not answer
   const mine = []; // my log: what happened to me, from my own views one after another
 
-  const $ = (id) => document.getElementById(id);
-
-  function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === 'class') el.className = v;
-      else if (k === 'text') el.textContent = v;
-      else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
-      else el.setAttribute(k, v === true ? '' : v);
-    }
-    for (const c of children.flat(Infinity)) {
-      if (c === null || c === undefined || c === false) continue;
-      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-    }
-    return el;
-  }
+  const { $, h, reach, read, persist, download } = window.duneLedger;
 
   // --- talking to the server -------------------------------------------------
 
-  class Failure extends Error {
-    constructor(message, { fatal = false, code = null, again = false } = {}) {
-      super(message);
-      this.fatal = fatal;
-      this.code = code;
-      this.again = again; // no answer, or 503: the same command may be sent again
-    }
-  }
-
   async function call(path, options = {}) {
-    let response;
-    try {
-      response = await fetch(path, {
-        ...options,
-        cache: 'no-store',
-        headers: { Authorization: 'Bearer ' + token, ...(options.headers || {}) },
-      });
-    } catch (e) {
-      throw new Failure('The server does not answer.', { code: 'unreachable', again: true });
-    }
+    const response = await reach(path, token, options);
     // An answer: a banner saying the server does not answer is stale now.
     if (unreachable) clearError();
     const date = Date.parse(response.headers.get('Date') || '');
     if (!Number.isNaN(date)) clockOffset = date - Date.now();
-    let body = null;
-    try {
-      body = await response.json();
-    } catch (e) {
-      body = null;
-    }
-    if (!response.ok && !(body && body.ok === false)) {
-      throw new Failure('The server answered HTTP ' + response.status + '.',
-        { again: response.status === 503 });
-    }
-    if (body && body.ok === false && body.error) {
-      const fatal = response.status === 401 || response.status === 404;
-      throw new Failure(body.error.message + ' (' + body.error.code + ')',
-        { fatal, code: body.error.code, again: response.status === 503 });
-    }
-    return body;
+    return read(response);
   }
+
+  // The token is refused or the room is unknown: asking again will not help.
+  const fatal = (e) => e.code !== null && (e.status === 401 || e.status === 404);
 
   function newCommandId() {
     if (window.crypto && crypto.randomUUID) return 'page-' + crypto.randomUUID();
@@ -138,19 +92,9 @@
     }
   }
 
-  // One press is one command_id. A press whose answer was lost, or answered 503, is sent
-  // again with that id: the server answers a repeated id with its first result, so a
-  // command that did land is not applied twice.
-  async function deliver(path, body) {
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        return await call(path, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-          body });
-      } catch (e) {
-        if (!e.again || attempt >= 4 || stopped) throw e;
-        await new Promise((done) => setTimeout(done, 300 * 2 ** attempt));
-      }
-    }
+  function deliver(path, body) {
+    return persist(() => call(path, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body }), () => stopped);
   }
 
   async function refresh() {
@@ -198,7 +142,7 @@
       retry = 0;
       setStatus('Live');
       if (unreachable) clearError();
-      refresh().catch((e) => (e.fatal ? stop(e.message) : null));
+      refresh().catch((e) => (fatal(e) ? stop(e.message) : null));
     };
     es.onerror = () => {
       if (es.readyState === EventSource.CLOSED) {
@@ -223,7 +167,7 @@
     try {
       await refresh();
     } catch (e) {
-      if (e.fatal) return stop(e.message);
+      if (fatal(e)) return stop(e.message);
       return reconnectLater();
     }
     retry = 0;
@@ -239,7 +183,7 @@
         await refresh();
         setStatus('Live (reading every 2 s)');
       } catch (e) {
-        if (e.fatal) stop(e.message);
+        if (fatal(e)) stop(e.message);
         else setStatus('Reconnecting…');
       }
     }, 2000);
@@ -269,15 +213,12 @@
   }
 
   function showError(message, code) {
-    const el = $('error');
-    el.textContent = message;
-    el.hidden = false;
+    window.duneLedger.showError(message);
     unreachable = code === 'unreachable';
   }
 
   function clearError() {
-    $('error').hidden = true;
-    $('error').textContent = '';
+    window.duneLedger.clearError();
     unreachable = false;
   }
 
@@ -879,27 +820,13 @@
     }
   }
 
-  // The transcript is read with the token in a header (never in an address) and offered
-  // to the browser as a file.
   async function downloadTranscript(button, file) {
     clearError();
     button.disabled = true;
     try {
-      const response = await fetch(base + '/transcript', { cache: 'no-store',
-        headers: { Authorization: 'Bearer ' + token } });
-      if (!response.ok) {
-        const body = await response.json().catch(() => null);
-        throw new Error(body && body.error ? `${body.error.message} (${body.error.code})`
-          : `The server answered HTTP ${response.status}.`);
-      }
-      const url = URL.createObjectURL(await response.blob());
-      const link = h('a', { href: url, download: file, hidden: true });
-      document.body.append(link);
-      link.click();
-      link.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      await download(base + '/transcript', token, file);
     } catch (e) {
-      showError(e.message === 'Failed to fetch' ? 'The server does not answer.' : e.message);
+      showError(e.message);
     } finally {
       button.disabled = false;
     }

@@ -93,7 +93,7 @@ def tries(state: RoomState, seat: str) -> list[dict[str, Any]]:
             events.add(part.event)
     for part in (state.truthtrance, state.gift):
         if part is not None:
-            events.add(part["event"])
+            events.add(part.event)
     out: list[dict[str, Any]] = [{"type": "draw"},
                                  {"type": "set_autopilot", "enabled": False},
                                  {"type": "set_autopilot", "enabled": True, "profile": "hard"}]
@@ -136,8 +136,8 @@ def may_know(state: RoomState, seat: str) -> set[str]:
     window = state.control.response
     if window is not None and window.kind == "semuta":
         known.update(window.data["cards"])
-    if state.gift is not None and seat in (state.gift["giver"], state.gift["to"]):
-        known.add(state.gift["card"])
+    if state.gift is not None and seat in (state.gift.giver, state.gift.to):
+        known.add(state.gift.card)
     return known
 
 
@@ -228,7 +228,7 @@ def test_a_truthtrance_question_lists_its_answers_with_a_spice_promise_described
     described = [a for a in answers if "free" in a]
     assert described and described[0]["free"]["promise"] == {
         "kind": "spice_promise", "min": 1, "max": 9}
-    assert {"type": "answer_truthtrance", "event": state.truthtrance["event"],
+    assert {"type": "answer_truthtrance", "event": state.truthtrance.event,
             "answer": "yes", "promise": {"box": BOX}} in answers
     # Answer-first: the others may only change their seat control.
     assert {a["type"] for a in actions(state, "emperor")} == {"set_autopilot"}

@@ -76,7 +76,7 @@ def test_entry_opens_ecaz_decision_and_the_entry_is_never_replayed():
     assert types(tx) == ["TerritoryEntered", "AmbassadorOffered"]
     d = tx.state.control.decision
     assert d is not None and (d.kind, d.player, d.event) == ("ambassador", "ecaz", "e3")
-    assert tx.state.ambassadors.entry["entrant"] == "atreides"
+    assert tx.state.ambassadors.entry.entrant == "atreides"
     assert public_view(tx.state)["decision"]["token"] == "richese"
 
 
@@ -714,7 +714,7 @@ def test_a_semuta_reaction_to_the_spent_karama_waits_behind_the_purchase():
     after = tx.state
     # The bonus window holds the slot; the Semuta window is queued, not overwritten.
     assert after.control.response.kind == "ambassador_bonus"
-    assert len((after.semuta or {}).get("queue", [])) == 1
+    assert after.semuta is not None and len(after.semuta.queue) == 1
     done = allow(after).state
     assert done.ambassadors.entry is None
     assert done.control.response is not None and done.control.response.kind == "semuta"

@@ -7,7 +7,7 @@ import pytest
 from dune_ledger.domain import catalog
 from dune_ledger.domain.catalog import Card
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.state import Question, QuestionFacts, RoomState
 from dune_ledger.domain.views import public_view, seat_view
 from tests.support import Counting, layout, rejected, run, state_of
 
@@ -133,7 +133,9 @@ def test_every_begin_rejection_changes_nothing(why, changes, actor, card, code):
     raw.update(changes)
     state = state_of(raw)
     if truthtrance:
-        state.truthtrance = {"event": "e9", "target": "richese", "public": {}}
+        facts = QuestionFacts(event="e9", asker="emperor", target="richese", question="?",
+                              card="truthtrance-1")
+        state.truthtrance = Question(**dict(facts), turn=2, phase=6, public=facts)
     err = rejected(state, actor, {"type": "begin_search", "card": card})
     assert err.code == code
     assert "shield-1" not in err.message and "maula" not in err.message

@@ -60,7 +60,7 @@ def test_a_committed_box_cannot_be_promised(kind):
         "type": "ask_truthtrance", "card": "truthtrance-1", "target": "richese",
         "question": "Will you search?"}).state
     assert code(state, "richese", {"type": "answer_truthtrance",
-                                   "event": state.truthtrance["event"], "answer": "yes",
+                                   "event": state.truthtrance.event, "answer": "yes",
                                    "promise": {"box": BOX}}) == "card_committed"
 
 

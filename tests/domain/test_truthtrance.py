@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dune_ledger.domain.views import TRUTHTRANCE_SAYS, public_view, seat_view
+from dune_ledger.domain.truthtrance import SAYS as TRUTHTRANCE_SAYS
+from dune_ledger.domain.views import public_view, seat_view
 from tests.rules_support import (
     BOX,
     assert_lock_round_trip,
@@ -32,7 +33,7 @@ def ask(state, target="richese", question="Will you search the pile?"):
 
 
 def answer(state, promise=None, actor="richese", answer_="yes"):
-    return run(state, actor, {"type": "answer_truthtrance", "event": state.truthtrance["event"],
+    return run(state, actor, {"type": "answer_truthtrance", "event": state.truthtrance.event,
                               "answer": answer_, "promise": promise})
 
 
@@ -42,10 +43,10 @@ def test_asking_discards_the_card_and_publishes_the_question():
     assert types(tx) == ["CardDiscarded", "TruthtranceAsked"]
     after = tx.state
     assert after.discard[-1] == TT and TT not in after.seat("emperor").hand
-    assert after.truthtrance["target"] == "richese"
-    assert after.truthtrance["event"] == f"e{after.version}"
+    assert after.truthtrance.target == "richese"
+    assert after.truthtrance.event == f"e{after.version}"
     for view in (public_view(after), seat_view(after, "harkonnen"), seat_view(after, "richese")):
-        assert view["truthtrance"] == {"event": after.truthtrance["event"], "asker": "emperor",
+        assert view["truthtrance"] == {"event": after.truthtrance.event, "asker": "emperor",
                                        "target": "richese", "card": TT,
                                        "question": "Will you search the pile?",
                                        "says": TRUTHTRANCE_SAYS}
@@ -115,7 +116,7 @@ def test_the_answer_unblocks_the_box():
 ])
 def test_every_answer_refusal_changes_nothing(why, actor, event, promise, expected):
     state = ask(state_of(base())).state
-    command = {"type": "answer_truthtrance", "event": event or state.truthtrance["event"],
+    command = {"type": "answer_truthtrance", "event": event or state.truthtrance.event,
                "answer": "yes", "promise": promise}
     assert code(state, actor, command) == expected
 
@@ -124,11 +125,11 @@ def test_box_promises_need_the_box_in_hand_and_free():
     raw = base()
     raw["seats"][0]["hand"] = ["crysknife"]
     state = ask(state_of(raw)).state
-    cmd = {"type": "answer_truthtrance", "event": state.truthtrance["event"], "answer": "yes",
+    cmd = {"type": "answer_truthtrance", "event": state.truthtrance.event, "answer": "yes",
            "promise": {"box": BOX}}
     assert code(state, "richese", cmd) == "not_in_hand"
     committed = ask(state_of(base(commitments=[{"card": BOX, "kind": "battle_plan"}]))).state
-    cmd["event"] = committed.truthtrance["event"]
+    cmd["event"] = committed.truthtrance.event
     assert code(committed, "richese", cmd) == "card_committed"
 
 
@@ -136,7 +137,7 @@ def test_a_box_promise_needs_the_fee_free_of_reservations():
     raw = base(reservations=[{"faction": "richese", "amount": 9, "reason": "auction"}])
     state = ask(state_of(raw)).state
     assert code(state, "richese", {
-        "type": "answer_truthtrance", "event": state.truthtrance["event"], "answer": "yes",
+        "type": "answer_truthtrance", "event": state.truthtrance.event, "answer": "yes",
         "promise": {"box": BOX}}) == "insufficient_spice"
 
 
@@ -170,7 +171,7 @@ def test_a_box_promise_blocks_other_spending_and_a_second_promise_of_it():
     state = answer(ask(state_of(raw)).state, promise={"box": BOX}).state
     state = run(state, "harkonnen", {"type": "ask_truthtrance", "card": "truthtrance-2",
                                      "target": "richese", "question": "Again?"}).state
-    event = state.truthtrance["event"]
+    event = state.truthtrance.event
     assert code(state, "richese", {"type": "answer_truthtrance", "event": event, "answer": "yes",
                                    "promise": {"spice": 2}}) == "insufficient_spice"
     assert code(state, "richese", {"type": "answer_truthtrance", "event": event, "answer": "yes",
