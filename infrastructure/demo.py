@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, TextIO
 
 import orjson
@@ -21,21 +22,15 @@ from dune_ledger.application.rooms import RoomsApp
 # The demo's rooms go to a file of their own, not to the rooms of `dune-ledger.db`.
 DEMO_URL = "sqlite:///dune-ledger-demo.db"
 
-BOX_LAYOUT: dict[str, Any] = {
-    "mode": "advanced",
-    "expansions": ["choam_richese"],
-    "seed": 7,
-    "bank": 500,
-    "turn": 2,
-    "phase": 6,
-    "seats": [
-        {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"]},
-        {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
-        {"faction": "harkonnen", "spice": 6, "hand": ["shield-2", "chaumas"]},
-        {"faction": "atreides", "spice": 8, "hand": []},
-    ],
-    "discard": ["shield-1", "maula-pistol", "baliset", "snooper-3"],
-}
+
+def example(name: str) -> dict[str, Any]:
+    """A layout of examples/, shipped in the package as `dune_ledger/examples`."""
+    text = resources.files("dune_ledger").joinpath("examples", f"{name}.json").read_text()
+    layout: dict[str, Any] = orjson.loads(text)
+    return layout
+
+
+BOX_LAYOUT = example("box")
 
 
 class DemoRefused(Exception):
@@ -155,29 +150,7 @@ def play_box_room(app: RoomsApp, t: Transcript) -> None:
 
 # --- the second room: a Richese Ambassador purchase (RULES 4) -------------------------
 
-AMBASSADOR_LAYOUT: dict[str, Any] = {
-    "mode": "advanced",
-    "expansions": ["choam_richese", "ecaz_moritani"],
-    "seed": 7,
-    "bank": 500,
-    "turn": 3,
-    "phase": 6,
-    "seats": [
-        {"faction": "ecaz", "spice": 8, "hand": [], "ally": "harkonnen"},
-        {"faction": "harkonnen", "spice": 10, "ally": "ecaz",
-         "hand": ["crysknife", "stunner", "chaumas", "shield-1", "snooper-1", "baliset"]},
-        {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
-        {"faction": "atreides", "spice": 8, "hand": ["karama-2"]},
-    ],
-    "discard": ["kulon", "shield-2"],
-    "ambassadors": {
-        "placed": [{"token": "richese", "territory": "arrakeen"},
-                   {"token": "fremen", "territory": "carthag"}],
-        "cohort": ["richese", "fremen", "guild", "ixians", "bene_gesserit"],
-        "used": [],
-        "copy_pool": ["emperor", "choam", "atreides"],
-    },
-}
+AMBASSADOR_LAYOUT = example("ambassador")
 
 
 def pass_everyone(app: RoomsApp, t: Transcript, room: str) -> None:

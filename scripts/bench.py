@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Every benchmark of issue #7 in one run, each figure a ratio against a baseline of the same run.
 
     scripts/bench [--quick | --smoke] [--storage sqlite,postgresql] [--markdown]
@@ -40,8 +39,9 @@ RoomsApp.save, not one command each.
 
 The JSON report goes to stdout; the markdown table to stderr (or stdout with
 --markdown). With --before, the table puts an earlier report's figures beside
-this run's. The code measured is whatever `import infrastructure` finds: set
-PYTHONPATH to a worktree to measure another commit.
+this run's. The code measured is whatever `import dune_ledger` finds: run from a
+checkout's root (`python -m scripts.bench`, as scripts/bench does), that checkout's; from
+elsewhere, PYTHONPATH's (another worktree) before this one's.
 """
 
 from __future__ import annotations
@@ -61,30 +61,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import bench_commands  # the command mix and its baselines (scripts/bench_commands.py)
-import benchcommon  # timing, throwaway databases, the machine (scripts/benchcommon.py)
+from dune_ledger.application.audit import audit_room, state_hash
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.application.stream import Room, project_room
+from dune_ledger.domain.game import CARDS, Rejection, decide
+from dune_ledger.infrastructure import randomness
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.storage import open_rooms
+from scripts import (
+    bench_commands,  # the command mix and its baselines (scripts/bench_commands.py)
+    benchcommon,  # timing, throwaway databases, the machine (scripts/benchcommon.py)
+)
+from scripts.throwaway import ADMIN_URL
+
+try:
+    from dune_ledger.domain.game import parse_command
+except ImportError:  # pragma: no cover - older trees
+    parse_command = None  # type: ignore[assignment]
 
 # The CPUs this process may use: `dune-ledger audit` audits a long room in as many parts.
 CPUS = len(os.sched_getaffinity(0))
 AUDIT_PASSES = 3  # each audit figure is the median of this many
-
-# The code under test: PYTHONPATH first (another worktree), else this checkout.
-sys.path.append(str(Path(__file__).resolve().parent.parent))
-
-from dune_ledger.application.audit import audit_room, state_hash  # noqa: E402
-from dune_ledger.application.rooms import RoomsApp  # noqa: E402
-from dune_ledger.application.stream import Room, project_room  # noqa: E402
-from dune_ledger.domain.game import CARDS, Rejection, decide  # noqa: E402
-from dune_ledger.infrastructure import randomness  # noqa: E402
-from dune_ledger.infrastructure.demo import BOX_LAYOUT  # noqa: E402
-from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
-from dune_ledger.infrastructure.throwaway import ADMIN_URL  # noqa: E402
-
-try:
-    from dune_ledger.domain.game import parse_command  # noqa: E402
-except ImportError:  # pragma: no cover - older trees
-    parse_command = None  # type: ignore[assignment]
-
 CODE_ROOT = Path(sys.modules["dune_ledger"].__file__ or ".").resolve().parent.parent
 
 SIZES: dict[str, dict[str, Any]] = {

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """What `actions` in every seat's view costs the projector and a command, in one run.
 
-    .venv/bin/python scripts/bench_actions.py [--db sqlite|PG_ADMIN_URL] [--commands N]
+    .venv/bin/python -m scripts.bench_actions [--db sqlite|PG_ADMIN_URL] [--commands N]
         [--rounds R]
 
 Plays the same commands (draws, discards, a Box search each tenth command) in a
@@ -20,18 +19,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from dune_ledger.domain import views  # noqa: E402
-from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
-from dune_ledger.infrastructure.throwaway import throwaway_database  # noqa: E402
-from dune_ledger.projections.projectors import render  # noqa: E402
+from dune_ledger.domain import views
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.projections.projectors import render
+from scripts.throwaway import throwaway_database
 
 BOX = "nullentropy-box"
 LAYOUT: dict[str, Any] = {

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """The audit's speed (issue 28 item 1), each figure against a baseline of the same run.
 
-    .venv/bin/python scripts/bench_audit.py [--storage sqlite,postgresql]
+    .venv/bin/python -m scripts.bench_audit [--storage sqlite,postgresql]
         [--events 100000] [--rooms 10000] [--room-events 50] [--passes 3]
 
 1. One long room of `--events` events, built with the real rules one command per
@@ -36,14 +35,13 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
-import bench  # the room builder, throwaway databases, the timer (scripts/bench.py)
-
 from dune_ledger.application.audit import audit_all, audit_room
 from dune_ledger.application.rooms import RoomsApp, token_hash
 from dune_ledger.application.stream import Chain, Room
 from dune_ledger.domain.game import build_room, initial_state, parse_layout
 from dune_ledger.infrastructure import randomness
 from dune_ledger.infrastructure.storage import open_rooms
+from scripts import bench  # the room builder, throwaway databases, the timer (scripts/bench.py)
 
 ROOMS_PER_SAVE = 250
 

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Autopilot ticks per second among many rooms, finding rooms by scan or by index.
 
-    scripts/bench_autopilot_tick.py                    # 2,000 rooms, 20 with an autopilot seat
-    scripts/bench_autopilot_tick.py --rooms 10000 --autopilot 100 --db postgresql://...
+    .venv/bin/python -m scripts.bench_autopilot_tick  # 2,000 rooms, 20 with an autopilot seat
+    .venv/bin/python -m scripts.bench_autopilot_tick --rooms 10000 --autopilot 100 --db postgresql://...
 
 The database gets `--rooms` rooms (each with an open Box search, by a seat
 without autopilot), `--autopilot` of them with an autopilot seat that has
@@ -30,7 +29,7 @@ import tempfile
 import time
 from typing import Any
 
-from dune_ledger.infrastructure.throwaway import throwaway_database
+from scripts.throwaway import throwaway_database
 
 CTX = mp.get_context("spawn")
 

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Commands per second for a begin+select mix, against the storage's raw insert rate.
 
-    scripts/bench_commands.py                      # PostgreSQL and SQLite, 1, 2 and 4 processes
-    scripts/bench_commands.py --only postgresql --procs 1,8 --pairs 300
+    .venv/bin/python -m scripts.bench_commands  # PostgreSQL and SQLite, 1, 2 and 4 processes
+    .venv/bin/python -m scripts.bench_commands --only postgresql --procs 1,8 --pairs 300
 
 Each process runs Box searches on rooms of its own (a `begin_search` then a
 `select_card`, each a full load -> decide -> save through RoomsApp); rooms
@@ -28,9 +27,8 @@ import tempfile
 import time
 from typing import Any
 
-import benchcommon
-
-from dune_ledger.infrastructure.throwaway import throwaway_database
+from scripts import benchcommon
+from scripts.throwaway import throwaway_database
 
 LAYOUT: dict[str, Any] = {
     "expansions": ["choam_richese"], "turn": 2, "phase": 6,

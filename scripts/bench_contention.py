@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Two writers in one room at full speed: commands per second and `busy` answers.
 
-    scripts/bench_contention.py                    # PostgreSQL and SQLite
-    scripts/bench_contention.py --only sqlite --seconds 5 --rounds 3
+    .venv/bin/python -m scripts.bench_contention                    # PostgreSQL and SQLite
+    .venv/bin/python -m scripts.bench_contention --only sqlite --seconds 5 --rounds 3
 
 Two processes play the same room as fast as they can, each its own seat (a
 draw, then a discard of the drawn card). A command whose save loses the race
@@ -26,7 +25,7 @@ import tempfile
 import time
 from typing import Any
 
-from dune_ledger.infrastructure.throwaway import throwaway_database
+from scripts.throwaway import throwaway_database
 
 CTX = mp.get_context("spawn")
 LAYOUT: dict[str, Any] = {

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Fair dealing's cost (issue 26): a committed room's commands against a seeded room's.
 
-    .venv/bin/python scripts/bench_fairness.py [--rounds 7] [--commands 400]
+    .venv/bin/python -m scripts.bench_fairness [--rounds 7] [--commands 400]
         [--storage sqlite|memory] [--clock cpu|wall]
 
 Each round plays the same commands in a fresh seeded room and a fresh committed room
@@ -29,12 +28,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dune_ledger.infrastructure.keys import init_key_file  # noqa: E402
-from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
-from tests.support import layout  # noqa: E402
+from dune_ledger.infrastructure.keys import init_key_file
+from dune_ledger.infrastructure.storage import open_rooms
+from tests.support import layout
 
 
 def lockstep(app: Any, layouts: dict[str, dict[str, Any]], commands: int,

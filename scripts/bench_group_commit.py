@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Group commit: commands per second and latency of one `dune-ledger serve`, 32 clients.
 
-    scripts/bench_group_commit.py                    # PostgreSQL (group commit on, off), SQLite
-    scripts/bench_group_commit.py --seconds 10 --rounds 2 --only postgresql
+    .venv/bin/python -m scripts.bench_group_commit  # PostgreSQL (group commit on, off), SQLite
+    .venv/bin/python -m scripts.bench_group_commit --seconds 10 --rounds 2 --only postgresql
 
 Starts `dune-ledger serve` on 127.0.0.1 (a throwaway PostgreSQL database, or a
 fresh SQLite file), creates one room per client over HTTP, and lets each client
@@ -40,10 +39,8 @@ from typing import Any
 
 import orjson
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchcommon  # noqa: E402
-
-from dune_ledger.infrastructure.demo import BOX_LAYOUT  # noqa: E402
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from scripts import benchcommon
 
 ROOT = Path(__file__).resolve().parent.parent
 SEAT = "emperor"

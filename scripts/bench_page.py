@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """The seat page in Chromium: its first paint, and a move reaching 8 open pages.
 
-    .venv/bin/python scripts/bench_page.py [--loads 30] [--moves 60] [--pages 8]
+    .venv/bin/python -m scripts.bench_page [--loads 30] [--moves 60] [--pages 8]
 
 Starts `dune-ledger serve` on 127.0.0.1 with a fresh SQLite file and a room of six
 seats, and drives Debian's Chromium (/usr/bin/chromium) through Playwright:
@@ -38,7 +37,6 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 CHROMIUM = "/usr/bin/chromium"
 SEATS = ["richese", "emperor", "harkonnen", "atreides", "fremen", "guild"]

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """PostgreSQL appends without the table lock: the server's ceiling, and followers that skip nothing.
 
-    scripts/bench_pg_order.py                        # pgbench at 1, 4, 8 clients; 1,000,000 events
-    scripts/bench_pg_order.py --events 100000 --seconds 5 --clients 8
+    .venv/bin/python -m scripts.bench_pg_order  # pgbench at 1, 4, 8 clients; 1,000,000 events
+    .venv/bin/python -m scripts.bench_pg_order --events 100000 --seconds 5 --clients 8
 
 Two parts, each on a throwaway database dropped afterwards (docs/ordering.md
 says why the order holds):
@@ -29,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
 import random
 import struct
 import sys
@@ -38,10 +36,8 @@ import uuid
 from array import array
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchcommon  # noqa: E402
-
-from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database  # noqa: E402
+from scripts import benchcommon
+from scripts.throwaway import ADMIN_URL, throwaway_database
 
 CTX = mp.get_context("spawn")
 PAYLOAD = "x" * 400  # about the size of a stored event

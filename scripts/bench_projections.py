@@ -1,6 +1,6 @@
 """Benchmark the read models: rebuild throughput and follower lag, in one run.
 
-    .venv/bin/python scripts/bench_projections.py [--db URL] [--rooms N] [--commands N]
+    .venv/bin/python -m scripts.bench_projections [--db URL] [--rooms N] [--commands N]
         [--rate PER_SECOND] [--seconds S] [--interval S]
 
 1. Rebuild: fills a database with rooms (draws, discards, reshuffles and one
@@ -33,14 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.projections.read_models import ReadModels
+from scripts import benchcommon
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import benchcommon  # noqa: E402
-
-from dune_ledger.infrastructure.demo import BOX_LAYOUT  # noqa: E402
-from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
-from dune_ledger.projections.read_models import ReadModels  # noqa: E402
 
 SEATS = ("emperor", "harkonnen", "atreides")
 

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """What a room costs on PostgreSQL: events per command, and bytes in the events,
 snapshots and read-model tables (docs/scaling.md).
 
-    scripts/bench_room_cost.py [--rooms 20] [--commands 100]
+    .venv/bin/python -m scripts.bench_room_cost [--rooms 20] [--commands 100]
 
 Plays `--rooms` rooms of the Box layout (infrastructure/demo.py), `--commands`
 draws and discards each (the deck runs out and reshuffles), lets the read
@@ -13,16 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchcommon  # noqa: E402
-
-from dune_ledger.infrastructure.demo import BOX_LAYOUT  # noqa: E402
-from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
+from dune_ledger.infrastructure.demo import BOX_LAYOUT
+from dune_ledger.infrastructure.storage import open_rooms
+from scripts import benchcommon
 
 SEATS = ("emperor", "harkonnen", "atreides")
 

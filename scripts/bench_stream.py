@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """The view stream under load: 1,000 open streams on one `dune-ledger serve` process.
 
-    .venv/bin/python scripts/bench_stream.py [--db sqlite|PG_ADMIN_URL] [--streams 1000]
+    .venv/bin/python -m scripts.bench_stream [--db sqlite|PG_ADMIN_URL] [--streams 1000]
         [--rooms 10] [--commands 40]
 
 Starts `dune-ledger serve` on 127.0.0.1 (a fresh SQLite file, or a throwaway
@@ -36,10 +35,9 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scripts.throwaway import throwaway_database
 
-from dune_ledger.infrastructure.throwaway import throwaway_database  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 ADMIN = "bench-operator"
 LAYOUT: dict[str, Any] = {

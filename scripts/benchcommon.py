@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database
+from scripts.throwaway import ADMIN_URL, throwaway_database
 
 SHARED = ("measured while other agents shared the machine's 2 cores: read the ratios, "
           "not the absolute figures")

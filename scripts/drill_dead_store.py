@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """How fast `serve` answers once its PostgreSQL database is gone.
 
-    .venv/bin/python scripts/drill_dead_store.py [--admin PG_ADMIN_URL] [--port 8931]
+    .venv/bin/python -m scripts.drill_dead_store [--admin PG_ADMIN_URL] [--port 8931]
 
 Starts `dune-ledger serve` on a throwaway database on 127.0.0.1, creates a room,
 reads a view, drops the database under the server (`DROP DATABASE ... WITH
@@ -22,11 +21,10 @@ from pathlib import Path
 import httpx
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scripts.throwaway import ADMIN_URL, throwaway_database
+from tests.support import layout
 
-from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database  # noqa: E402
-from tests.support import layout  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 OPERATOR = "drill-operator"
 

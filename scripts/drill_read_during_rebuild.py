@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """How long a seat's view read takes while another process runs `projections rebuild`.
 
-    .venv/bin/python scripts/drill_read_during_rebuild.py [--rooms 8] [--draws 300]
+    .venv/bin/python -m scripts.drill_read_during_rebuild [--rooms 8] [--draws 300]
 
 Fills a fresh SQLite file (draws and discards), starts `dune-ledger projections
 rebuild` on it in another process, and reads one seat's view in a loop until the
@@ -18,11 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from dune_ledger.infrastructure.storage import open_rooms
+from tests.support import long_room
 
-from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
-from tests.support import long_room  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Failover drill: the PostgreSQL primary dies under load, a standby takes over, again and again.
 
-    .venv/bin/python scripts/failover_drill.py --failovers 5
+    .venv/bin/python -m scripts.failover_drill --failovers 5
 
 Builds a pg_auto_failover cluster on loopback (scripts/pgaf_cluster.py: a
 monitor, a primary and two standbys, `number_sync_standbys` 1), and starts
@@ -44,12 +43,10 @@ from uuid import UUID
 import httpx
 import orjson
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+from scripts.kill_drill import LAYOUT
+from scripts.pgaf_cluster import Cluster, ensure_packages, free_port
 
-from kill_drill import LAYOUT  # noqa: E402
-from pgaf_cluster import Cluster, ensure_packages, free_port  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 OPERATOR = "failover-drill-operator"
 RESEND_PAUSE = 0.2  # seconds before a command is sent again after a 503 or a lost answer

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """SIGKILL drill: worker processes run mixed commands on many rooms and are killed at random.
 
-    scripts/kill_drill.py --db postgresql://postgres@127.0.0.1:5432/DB --seconds 20
+    .venv/bin/python -m scripts.kill_drill --db postgresql://postgres@127.0.0.1:5432/DB --seconds 20
 
 Each worker writes an intent line to its journal before sending a command
 (with a fresh `command_id`) and an ack line once the result came back. The
@@ -164,8 +163,8 @@ def worker(args: argparse.Namespace) -> int:
 def start_worker(args: argparse.Namespace, slot: int, rooms_file: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "DUNE_LEDGER_SNAPSHOT_INTERVAL": str(args.snapshot_interval)}
     return subprocess.Popen(
-        [sys.executable, __file__, "worker", "--db", args.db, "--rooms-file", str(rooms_file),
-         "--journal", str(Path(args.dir) / f"slot-{slot}.jsonl")],
+        [sys.executable, "-m", "scripts.kill_drill", "worker", "--db", args.db,
+         "--rooms-file", str(rooms_file), "--journal", str(Path(args.dir) / f"slot-{slot}.jsonl")],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
 

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Write a golden corpus: rooms played by this version, exported, with what they replay to.
 
-    .venv/bin/python scripts/make_golden.py LABEL        # tests/golden/LABEL.jsonl + .expected.json
+    .venv/bin/python -m scripts.make_golden LABEL        # tests/golden/LABEL.jsonl + .expected.json
 
 The rooms are played by the real rules through the application (a Box
 search, draws past a reshuffle, autopilot, gifts, Truthtrance with a promise,
@@ -35,16 +34,15 @@ from typing import Any
 
 import orjson
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from dune_ledger.application.audit import audit_room
+from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.domain.game import EVENT_TYPES
+from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT
+from dune_ledger.infrastructure.keys import init_key_file
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.transfer import export_rooms
 
-from dune_ledger.application.audit import audit_room  # noqa: E402
-from dune_ledger.application.rooms import RoomsApp  # noqa: E402
-from dune_ledger.domain.game import EVENT_TYPES  # noqa: E402
-from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT  # noqa: E402
-from dune_ledger.infrastructure.keys import init_key_file  # noqa: E402
-from dune_ledger.infrastructure.storage import open_rooms  # noqa: E402
-from dune_ledger.infrastructure.transfer import export_rooms  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 GOLDEN = ROOT / "tests" / "golden"
 BOX = "nullentropy-box"
@@ -192,10 +190,12 @@ def pass_every_window(app: RoomsApp, room: str) -> None:
                                  "action": "pass"})
 
 
-def ambassador_cohort(app: RoomsApp) -> str:
+def ambassador_cohort(app: RoomsApp, seeded: bool = True) -> str:
     """The last token of Ecaz's cohort spent on a purchase whose income is paid: a new
-    cohort is drawn."""
+    cohort is drawn. Not `seeded`: a committed room (tests/test_fairness.py plays it so)."""
     raw = orjson.loads(orjson.dumps(AMBASSADOR_LAYOUT))
+    if not seeded:
+        del raw["seed"]
     raw["ambassadors"] = {
         "placed": [{"token": "richese", "territory": "arrakeen"}],
         "cohort": ["richese", "fremen", "guild", "ixians", "atreides"],

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """A real pg_auto_failover cluster on loopback: a monitor and three data nodes.
 
-    .venv/bin/python scripts/pgaf_cluster.py up [--dir DIR]   # prints the URL, runs until ^C
-    .venv/bin/python scripts/pgaf_cluster.py check            # packages there? (exit 0/1)
+    .venv/bin/python -m scripts.pgaf_cluster up [--dir DIR]   # prints the URL, runs until ^C
+    .venv/bin/python -m scripts.pgaf_cluster check            # packages there? (exit 0/1)
 
 One primary and two standbys with `number_sync_standbys` 1: a commit is
 acknowledged once a standby has it, and with one standby dead the other still

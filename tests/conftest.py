@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from dune_ledger.infrastructure.throwaway import ADMIN_URL, throwaway_database
+from scripts.throwaway import ADMIN_URL
+from tests.support import database
 
 # Every app a test opens signs with one key file of this run's own (never a
 # `dune-ledger.key` in the checkout); subprocesses inherit it. A test that needs
@@ -32,18 +33,6 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
-@contextmanager
-def database(prefix: str) -> Iterator[str]:
-    """A throwaway database; a server that cannot be reached fails the test, clearly."""
-    import psycopg
-
-    try:
-        with throwaway_database(ADMIN_URL, prefix) as url:
-            yield url
-    except psycopg.OperationalError as e:
-        pytest.fail(f"PostgreSQL is not reachable at {ADMIN_URL} (scripts/services starts it): {e}")
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A storage URL, once for a SQLite file and once for the session's PostgreSQL
@@ -56,6 +45,25 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:
     return ADMIN_URL
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium driven by Playwright, one for each page test module."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            raise RuntimeError(f"{CHROMIUM} is missing: scripts/services installs it")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)")
+    with playwright_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield launched
+        finally:
+            launched.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:

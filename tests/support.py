@@ -1,12 +1,21 @@
-"""Shared test helpers: layouts, counting randomness, running and refusing commands."""
+"""Shared test helpers: layouts, counting randomness, running and refusing commands;
+the operator's HTTP calls and a server in a thread; stored rows changed behind the
+application's back; a PostgreSQL follower; rooms played for the read models."""
 
 from __future__ import annotations
 
+import json
 import random
 import secrets
+import socket
+import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 import pytest
 
@@ -17,6 +26,18 @@ from dune_ledger.domain.game import Tx, decide, initial_state
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.state import RoomState
 from dune_ledger.infrastructure.randomness import Source
+from scripts.throwaway import ADMIN_URL, throwaway_database
+
+if TYPE_CHECKING:  # the pure rules tests import this module too: no server libraries
+    import httpx
+    from fastapi.testclient import TestClient
+
+    from dune_ledger.projections.read_models import ReadModels
+
+BOX = "nullentropy-box"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# The fewest events a part of a parallel audit covers, small enough for a test's room.
+PART_MIN = 40
 
 
 class Counting(Source):
@@ -24,6 +45,12 @@ class Counting(Source):
 
     def __init__(self, seed: int = 1) -> None:
         super().__init__(random.Random(seed))
+
+
+def example(name: str) -> dict[str, Any]:
+    """A layout of examples/ (the demo's rooms play `box` and `ambassador`), a fresh copy."""
+    raw: dict[str, Any] = json.loads((EXAMPLES / f"{name}.json").read_text())
+    return raw
 
 
 def layout(**overrides: Any) -> dict[str, Any]:
@@ -114,6 +141,18 @@ def authenticate(app: RoomsApp, room_id: str, token: str) -> str | None:
 
 
 @contextmanager
+def database(prefix: str) -> Iterator[str]:
+    """A throwaway database; a server that cannot be reached fails the test, clearly."""
+    import psycopg
+
+    try:
+        with throwaway_database(ADMIN_URL, prefix) as url:
+            yield url
+    except psycopg.OperationalError as e:
+        pytest.fail(f"PostgreSQL is not reachable at {ADMIN_URL} (scripts/services starts it): {e}")
+
+
+@contextmanager
 def opened(url: str, **env: str) -> Iterator[RoomsApp]:
     """The rooms app on `url`, closed at the end."""
     from dune_ledger.infrastructure.storage import open_rooms
@@ -123,3 +162,256 @@ def opened(url: str, **env: str) -> Iterator[RoomsApp]:
         yield app
     finally:
         app.close()
+
+
+def committed_layout(**overrides: Any) -> dict[str, Any]:
+    """`layout()` without a seed: a committed room (RULES 9)."""
+    raw = layout(**overrides)
+    del raw["seed"]
+    return raw
+
+
+# --- over HTTP ----------------------------------------------------------------------
+
+ADMIN = "operator-secret"
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def create(client: TestClient, raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    r = client.post("/rooms", json=raw or layout(), headers=auth(ADMIN))
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def assert_error(r: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["ok"] is False and isinstance(body["version"], int)
+    assert set(body["error"]) == {"code", "message"} and body["error"]["message"]
+    if code is not None:
+        assert body["error"]["code"] == code
+    return body
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """uvicorn on loopback in a thread of this process, over one storage URL."""
+
+    def __init__(self, url: str, log_level: str = "warning") -> None:
+        import uvicorn
+
+        from dune_ledger.infrastructure.http import create_app
+        from dune_ledger.infrastructure.storage import open_rooms
+
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(lambda: open_rooms(url), admin_token=ADMIN),
+                                host="127.0.0.1", port=self.port, log_level=log_level)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        for _ in range(400):
+            if self.server.started:
+                return self
+            time.sleep(0.025)
+        raise RuntimeError("the server did not start")
+
+    def __exit__(self, *_: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+
+def events(lines: Iterator[str], count: int) -> list[dict[str, str]]:
+    """The next `count` SSE events (comments skipped), each as its fields."""
+    out: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in lines:
+        if not line:
+            if current:
+                out.append(current)
+                current = {}
+                if len(out) == count:
+                    return out
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        current[name] = value.removeprefix(" ")
+    raise AssertionError(f"the stream ended after {len(out)} events")
+
+
+# --- stored rows, changed behind the application's back ---------------------------
+
+
+def tables(app: RoomsApp) -> tuple[str, str]:
+    """The events and snapshots tables of this app's storage."""
+    assert app.snapshots is not None
+    return (app.recorder.events_table_name,  # type: ignore[attr-defined]
+            app.snapshots.recorder.events_table_name)  # type: ignore[attr-defined]
+
+
+def tamper(url: str, sql: str, *params: Any) -> None:
+    """Change stored rows behind the application's back (`?` placeholders)."""
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            db.execute(sql, params)
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute(sql.replace("?", "%s").encode(), params)
+
+
+def stored(url: str, sql: str, *params: Any) -> Any:
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            return db.execute(sql, params).fetchone()[0]
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        row = db.execute(sql.replace("?", "%s").encode(), params).fetchone()
+        assert row is not None
+        return bytes(row[0]) if isinstance(row[0], memoryview) else row[0]
+
+
+def room_key(url: str, room: str) -> Any:
+    """The room id as the events tables keep it."""
+    return UUID(room).hex if url.startswith("sqlite") else UUID(room)
+
+
+def update(url: str, app: RoomsApp, room: str, version: int, column: str, value: Any) -> None:
+    """Overwrite one column of one stored event of the room."""
+    events, _ = tables(app)
+    tamper(url, f"UPDATE {events} SET {column} = ? WHERE originator_id = ? "
+                f"AND originator_version = {version}", value, room_key(url, room))
+
+
+def drawn(app: RoomsApp) -> str:
+    """A room of `layout()` after four draws (five stored events)."""
+    room = str(app.create_room(layout())["room"])
+    for seat in ("emperor", "harkonnen", "emperor", "harkonnen"):
+        assert app.execute(room, seat, {"type": "draw"})["ok"]
+    return room
+
+
+# --- the PostgreSQL notification log, as a follower reads it -----------------------
+
+# Two seats of the Box: a room is written in one statement.
+TWO_SEATS: dict[str, Any] = {
+    "expansions": ["choam_richese"], "turn": 2, "phase": 6,
+    "seats": [
+        {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"]},
+        {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
+    ],
+    "discard": ["shield-1", "maula-pistol", "baliset", "snooper-3"],
+}
+
+
+class Follower:
+    """Reads after its last id, keeps every id it is given and each room's versions."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+        self.seen: list[int] = []
+        self.versions: dict[Any, list[int]] = {}
+        self.rooms_seen: list[Any] = []
+
+    def pull(self) -> int:
+        notes = self.recorder.select_notifications(
+            start=self.seen[-1] if self.seen else 0, limit=500, inclusive_of_start=False)
+        self.seen.extend(n.id for n in notes)
+        for n in notes:
+            self.versions.setdefault(n.originator_id, []).append(n.originator_version)
+            self.rooms_seen.append(n.originator_id)
+        return len(notes)
+
+    def in_room_order(self) -> bool:
+        """Each room's events came in version order, each once, none left out."""
+        return all(v == list(range(1, len(v) + 1)) for v in self.versions.values())
+
+
+def stored_ids(app: Any) -> set[int]:
+    from psycopg.sql import SQL, Identifier
+
+    recorder = app.recorder
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(SQL("SELECT notification_id AS i FROM {0}.{1}").format(
+            Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name)))
+        return {int(r["i"]) for r in curs.fetchall()}
+
+
+def skipped(app: Any, follower: Follower) -> list[int]:
+    """The stored ids the follower never read, once everything committed has settled
+    (a NOTIFY just sent, say, holds it back for a moment)."""
+    deadline = time.monotonic() + 10
+    while follower.pull() or (app.recorder.held_back(follower.seen[-1] if follower.seen
+                                                     else 0)
+                              and time.monotonic() < deadline):
+        pass
+    assert all(a < b for a, b in zip(follower.seen, follower.seen[1:], strict=False))
+    return sorted(stored_ids(app) - set(follower.seen))
+
+
+# --- read models ----------------------------------------------------------------------
+
+
+def play(app: Any, rooms: int = 2) -> list[str]:
+    """A few rooms with a Box search, draws and discards; reads nothing."""
+    made = []
+    for i in range(rooms):
+        room = app.create_room({**example("box"), "seed": 7 + i})["room"]
+        made.append(room)
+        app.execute(room, "emperor", {"type": "draw"})
+        app.execute(room, "harkonnen", {"type": "discard", "card": "chaumas"})
+        begun = app.execute(room, "richese", {"type": "begin_search", "card": BOX})
+        search = begun["events"][-1]["search"]
+        app.execute(room, "richese", {"type": "select_card", "search": search,
+                                      "card": "maula-pistol"})
+        app.execute(room, "atreides", {"type": "set_autopilot", "enabled": True,
+                                       "profile": "easy"})
+        app.execute(room, "atreides", {"type": "draw"})
+    return made
+
+
+def everything(models: ReadModels, rooms: list[str]) -> dict[str, Any]:
+    return {room: models.snapshot(room) for room in rooms}
+
+
+def fresh(app: Any, rooms: list[str]) -> dict[str, Any]:
+    from dune_ledger.projections.read_models import fresh_snapshot
+
+    return {room: fresh_snapshot(UUID(room), app.records(UUID(room))) for room in rooms}
+
+
+def items(app: Any) -> list[Any]:
+    notes = app.recorder.select_notifications(start=1, limit=1000)
+    return app.read_models.decode(notes)
+
+
+def follow_together(followers: list[ReadModels]) -> list[BaseException]:
+    """Each follower catches up three times in its own thread; returns what they raised."""
+    errors: list[BaseException] = []
+
+    def follow(models: ReadModels) -> None:
+        try:
+            for _ in range(3):
+                models.catch_up()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=follow, args=(f,)) for f in followers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -19,8 +19,7 @@ import pytest
 from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import long_room
-from tests.test_audit_parts import tamper
+from tests.support import long_room, tamper
 
 
 @contextmanager
@@ -138,7 +137,7 @@ def test_a_process_between_storing_the_log_and_the_views_is_no_finding(url: str)
 def test_commands_landing_during_an_audit_in_parts_are_no_finding(url: str) -> None:
     """The parts see the room moved on (their last part reads on to the newest event,
     the read models too); they leave it to one process, which reports it clean."""
-    from tests.test_audit_parts import PART_MIN
+    from tests.support import PART_MIN
 
     with two_apps(url) as (auditor, player):
         room = long_room(player, draws=60)
@@ -181,7 +180,7 @@ def test_audits_while_two_processes_play_find_nothing(url: str) -> None:
     again and again, in one process and in parts. Every report is clean."""
     import multiprocessing
 
-    from tests.test_audit_parts import PART_MIN
+    from tests.support import PART_MIN
 
     context = multiprocessing.get_context("spawn")
     with two_apps(url) as (auditor, player):

@@ -8,7 +8,6 @@ never depends on the number of processes. Real SQLite files and PostgreSQL.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,10 +19,9 @@ import pytest
 from dune_ledger.application.audit import audit_in_parts, audit_room
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import layout, long_room
+from tests.support import PART_MIN, layout, long_room, room_key, stored, tables, tamper
 
 INTERVAL = "20"  # a snapshot every 20 events: parts may start at any of them
-PART_MIN = 40
 
 
 @contextmanager
@@ -41,42 +39,6 @@ def one_process_answers(app: RoomsApp, room: str) -> dict[str, Any]:
     report = audit_room(app, room, 2, PART_MIN)
     assert report == audit_room(app, room)
     return report
-
-
-def tables(app: RoomsApp) -> tuple[str, str]:
-    """The events and snapshots tables of this app's storage."""
-    assert app.snapshots is not None
-    return (app.recorder.events_table_name,  # type: ignore[attr-defined]
-            app.snapshots.recorder.events_table_name)  # type: ignore[attr-defined]
-
-
-def tamper(url: str, sql: str, *params: Any) -> None:
-    """Change stored rows behind the application's back (`?` placeholders)."""
-    if url.startswith("sqlite:///"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-            db.execute(sql, params)
-        return
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as db:
-        db.execute(sql.replace("?", "%s").encode(), params)
-
-
-def stored(url: str, sql: str, *params: Any) -> Any:
-    if url.startswith("sqlite:///"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-            return db.execute(sql, params).fetchone()[0]
-    import psycopg
-
-    with psycopg.connect(url) as db:
-        row = db.execute(sql.replace("?", "%s").encode(), params).fetchone()
-        assert row is not None
-        return bytes(row[0]) if isinstance(row[0], memoryview) else row[0]
-
-
-def room_key(url: str, room: str) -> Any:
-    """The room id as the events tables keep it."""
-    return UUID(room).hex if url.startswith("sqlite") else UUID(room)
 
 
 def test_a_clean_long_room_in_parts_reports_what_one_process_reports(url: str) -> None:

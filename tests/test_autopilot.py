@@ -147,7 +147,6 @@ def test_two_worker_processes_racing_make_one_selection(tmp_path):
     go = tmp_path / "go"
     script = textwrap.dedent(f"""
         import os, sys, time
-        sys.path.insert(0, {str(ROOT)!r})
         from dune_ledger.application import autopilot
         from dune_ledger.infrastructure.storage import open_rooms
         with open_rooms({url(tmp_path)!r}) as rooms:

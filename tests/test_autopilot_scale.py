@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from dune_ledger.application import autopilot
-from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.projections.read_models import CACHE_ENV, DEFAULT_CACHE, ReadModels
 from tests.rules_support import BOX, layout
-from tests.test_projections import everything, fresh, play
+from tests.support import everything, example, fresh, play
+
+BOX_LAYOUT = example("box")
 
 PILE = ["baliset", "karama-2", "shield-1", "maula-pistol", "lasgun"]
 

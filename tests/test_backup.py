@@ -14,8 +14,7 @@ import pytest
 
 from dune_ledger.infrastructure.demo import play_demo
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.conftest import database
-from tests.support import long_room
+from tests.support import database, long_room
 
 
 def audit_all(url: str, cwd: Path) -> list[dict[str, object]]:

@@ -61,7 +61,7 @@ def test_smoke_run_reports_every_figure() -> None:
 
 def test_contention_bench_runs_both_ways() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_contention.py"), "--only", "sqlite",
+        [sys.executable, "-m", "scripts.bench_contention", "--only", "sqlite",
          "--seconds", "0.5", "--rounds", "1"],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
@@ -73,7 +73,7 @@ def test_contention_bench_runs_both_ways() -> None:
 
 def test_projections_bench_runs_its_three_parts(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_projections.py"), "--rooms", "2",
+        [sys.executable, "-m", "scripts.bench_projections", "--rooms", "2",
          "--commands", "5", "--seconds", "1", "--rate", "20",
          "--db", f"sqlite:///{tmp_path / 'p.db'}"],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
@@ -86,7 +86,7 @@ def test_projections_bench_runs_its_three_parts(tmp_path: Path) -> None:
 
 def test_audit_bench_reports_both_figures_on_clean_rooms() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_audit.py"), "--storage", "sqlite",
+        [sys.executable, "-m", "scripts.bench_audit", "--storage", "sqlite",
          "--events", "400", "--rooms", "6", "--room-events", "20", "--passes", "1"],
         capture_output=True, text=True, timeout=240, cwd=ROOT,
     )

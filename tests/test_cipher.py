@@ -15,10 +15,11 @@ import pytest
 from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.domain.catalog import CARDS
-from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.keys import Keys
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.test_audit_parts import tables
+from tests.support import example, tables
+
+BOX_LAYOUT = example("box")
 
 BOX = "nullentropy-box"
 

@@ -329,7 +329,7 @@ def test_a_timeout_that_is_not_a_number_of_seconds_is_refused(cli: Cli):
 
 
 def test_a_postgresql_url_passes_its_query_to_libpq(cli: Cli):
-    from tests.conftest import database
+    from tests.support import database
 
     with database("dl_libpq") as pg_url:
         libpq_query_reaches_libpq(cli, pg_url)

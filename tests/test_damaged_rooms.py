@@ -18,29 +18,16 @@ from dune_ledger.application.stream import Room
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.rules import initial_state
-from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.worker import Worker
-from tests.support import layout, opened
-from tests.test_audit_parts import room_key, stored, tables, tamper
+from tests.support import drawn, example, opened, room_key, stored, tables, tamper, update
 
-
-def played(app: RoomsApp) -> str:
-    room = str(app.create_room(layout())["room"])
-    for seat in ("emperor", "harkonnen", "emperor", "harkonnen"):
-        assert app.execute(room, seat, {"type": "draw"})["ok"]
-    return room
+BOX_LAYOUT = example("box")
 
 
 def events_row(url: str, app: RoomsApp, room: str, version: int) -> tuple[str, Any]:
     events, _ = tables(app)
     return (f"FROM {events} WHERE originator_id = ? AND originator_version = {version}",
             room_key(url, room))
-
-
-def update(url: str, app: RoomsApp, room: str, version: int, column: str, value: Any) -> None:
-    events, _ = tables(app)
-    tamper(url, f"UPDATE {events} SET {column} = ? WHERE originator_id = ? "
-                f"AND originator_version = {version}", value, room_key(url, room))
 
 
 def row_cut_in_half(url: str, app: RoomsApp, room: str) -> None:
@@ -90,7 +77,7 @@ def test_a_damaged_room_is_refused_reported_and_fenced_off(url: str, kind: str) 
     # a load reads (an event's after the snapshot at 50; the snapshot, taken at 4).
     interval = "4" if "snapshot" in kind else "50"
     with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL=interval) as app:
-        room, other = played(app), played(app)
+        room, other = drawn(app), drawn(app)
         damage(url, app, room)
     with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL=interval) as app:  # nothing kept
         for _ in range(2):  # on every command, not once
@@ -120,7 +107,7 @@ def test_damage_behind_the_latest_snapshot_is_the_audits_to_find(url: str) -> No
     them): commands go on from the state the server signed, and the audit, which
     replays every event, reports the edit with its version."""
     with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
-        room = played(app)
+        room = drawn(app)
         not_json(url, app, room)
     with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
         assert app.execute(room, "emperor", {"type": "draw"})["ok"]
@@ -137,7 +124,7 @@ def test_the_cli_audit_reports_a_damaged_room_without_a_traceback(
     from dune_ledger.infrastructure.cli import main
 
     with opened(url) as app:
-        room = played(app)
+        room = drawn(app)
         not_json(url, app, room)
     if url.startswith("postgresql"):
         pytest.skip("the CLI's audit --all of the shared session database audits every test's "
@@ -175,7 +162,7 @@ def test_a_bank_beyond_64_bits_is_answered_as_applied_and_audited(url: str) -> N
     made it, crossing a snapshot, is answered as applied (the snapshot is skipped), and
     `audit --all` reports every room."""
     with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="2") as app:
-        other = played(app)
+        other = drawn(app)
         room = str(hostile_room(app, bank=2**64 - 1).id)
         begun = app.execute(room, "richese", {"type": "begin_search", "card": "nullentropy-box"})
         assert begun["ok"], begun  # it was applied, and says so
@@ -191,14 +178,14 @@ def test_spice_beyond_64_bits_fences_its_room_off_and_no_other(url: str) -> None
     from dune_ledger.domain.ambassador import EmperorIncomePaid
 
     with opened(url) as app:
-        other = played(app)
+        other = drawn(app)
         hostile = hostile_room(app, emperor=2**64 - 1)
         hostile.record([EmperorIncomePaid(event="e", emperor="emperor", amount=3)],
                        None, seat="emperor", command_id="income", at=now())
         app.save(hostile)
         room = str(hostile.id)
         assert app.seat_view(other, "emperor")["version"] == 5
-        fresh = played(app)
+        fresh = drawn(app)
         assert app.seat_view(fresh, "harkonnen")["version"] == 5
         for read in (lambda: app.seat_view(room, "emperor"), lambda: app.public_view(room)):
             with pytest.raises(Rejection) as refused:
@@ -224,7 +211,7 @@ def test_the_postgres_follower_fences_a_room_off(pg_url: str) -> None:
         assert app.read_models is not None
         runner = subscription_runner(app, app.read_models)
         try:
-            room, other = played(app), played(app)
+            room, other = drawn(app), drawn(app)
             events, _ = tables(app)
             # A row that cannot be read, stored after the follower started (without a
             # notification: the next one brings it along).
@@ -250,7 +237,7 @@ def test_rebuild_and_worker_on_the_command_line_go_past_a_damaged_room(
 
     url = f"sqlite:///{tmp_path / 'rooms.db'}"
     with opened(url) as app:
-        room, other = played(app), played(app)
+        room, other = drawn(app), drawn(app)
         update(url, app, room, 2, "state", b"{truncated")
     assert main(["--db", url, "projections", "rebuild"]) == 0
     assert main(["--db", url, "worker", "--once"]) == 0

@@ -24,14 +24,11 @@ from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.http import STALE, create_app
 from dune_ledger.infrastructure.postgres import RoomsRecorder, libpq_run
 from dune_ledger.infrastructure.storage import environment
-from dune_ledger.infrastructure.throwaway import ADMIN_URL
-from tests.conftest import database
-from tests.support import layout, opened
+from scripts.pgaf_cluster import PACKAGES, packages_missing
+from scripts.throwaway import ADMIN_URL
+from tests.support import database, layout, opened
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-
-from pgaf_cluster import PACKAGES, packages_missing  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_multi_host_url_names_every_host_for_libpq() -> None:
@@ -144,8 +141,8 @@ def test_while_the_store_is_down_a_seat_gets_its_last_view_and_commands_get_503(
                     "starts it")
 def test_one_failover_loses_nothing_acknowledged_and_doubles_nothing(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPTS / "failover_drill.py"), "--failovers", "1",
-         "--rooms", "2", "--settle", "2"], capture_output=True, timeout=300)
+        [sys.executable, "-m", "scripts.failover_drill", "--failovers", "1",
+         "--rooms", "2", "--settle", "2"], capture_output=True, timeout=300, cwd=ROOT)
     report = orjson.loads(done.stdout.splitlines()[-1])
     assert done.returncode == 0, (report, done.stderr.decode()[-3000:])
     assert report["failovers"] == 1

@@ -27,18 +27,13 @@ from dune_ledger.infrastructure.keys import Keys, init_key_file, public_key_info
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.transfer import export_lines
 from dune_ledger.infrastructure.verify import public_key, verify
+from scripts import make_golden
 from tests.fairness.seeded_facts import played
-from tests.support import layout
+from tests.support import committed_layout, example, layout
 
 ROOT = Path(__file__).resolve().parent.parent
 BOX = "nullentropy-box"
 HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-def committed_layout(**overrides: Any) -> dict[str, Any]:
-    raw = layout(**overrides)
-    del raw["seed"]
-    return raw
 
 
 def ok(app: Any, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
@@ -401,7 +396,7 @@ def test_seeded_rooms_append_exactly_the_facts_they_did_before_fair_dealing():
     written by tests/fairness/seeded_facts.py at a493917, the rules of issue 24 without
     fair dealing)."""
     before = json.loads((ROOT / "tests" / "fairness" / "seeded-before.json").read_text())
-    assert json.loads(json.dumps(played(ROOT))) == before
+    assert json.loads(json.dumps(played())) == before
 
 
 # --- docs/fairness.md: the derivation as a short program --------------------------------
@@ -609,9 +604,7 @@ def test_an_ended_room_has_no_window_deadline_due(app):
     """The worker does not try to close a window of an ended room every tick."""
     from datetime import UTC, datetime, timedelta
 
-    from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
-
-    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    raw = example("ambassador")
     del raw["seed"]
     room = app.create_room(raw)["room"]
     entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
@@ -632,9 +625,7 @@ def test_an_ended_room_has_no_window_deadline_due(app):
 def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
     """A cohort drawn at creation (RoomCreated's `rng`, version 1) and one drawn anew
     when the last of five is spent (AmbassadorCohortDrawn) verify like the shuffles."""
-    from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
-
-    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
+    raw = example("ambassador")
     del raw["seed"]
     raw["ambassadors"] = {"placed": [{"token": "richese", "territory": "arrakeen"}]}
     created = app.create_room(raw)["room"]
@@ -645,24 +636,7 @@ def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
     assert app.end_room(created)["ok"]
     assert verify(transcript(app, created), key_of(app))["ok"]
 
-    raw = json.loads(json.dumps(AMBASSADOR_LAYOUT))
-    del raw["seed"]
-    raw["ambassadors"] = {
-        "placed": [{"token": "richese", "territory": "arrakeen"}],
-        "cohort": ["richese", "fremen", "guild", "ixians", "atreides"],
-        "used": ["fremen", "guild", "ixians", "atreides"],
-        "copy_pool": ["emperor", "choam"],
-    }
-    room = app.create_room(raw)["room"]
-    entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
-                                         "via": "shipment"})
-    offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")
-    ok(app, room, "ecaz", {"type": "ambassador_decide", "event": offered["event"],
-                           "trigger": True, "beneficiary": "harkonnen"})
-    while (window := app.public_view(room)["response"]) is not None:
-        for seat in window["waiting"]:
-            ok(app, room, seat, {"type": "respond", "event": window["event"],
-                                 "action": "pass"})
+    room = make_golden.ambassador_cohort(app, seeded=False)
     assert app.end_room(room)["ok"]
     data = transcript(app, room)
     assert "AmbassadorCohortDrawn" in {line["type"] for line in lines_of(data)}

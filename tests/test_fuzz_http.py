@@ -26,10 +26,12 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.http import create_app
 from dune_ledger.infrastructure.storage import open_rooms
 from tests import leaks
+from tests.support import example
+
+BOX_LAYOUT = example("box")
 
 OPERATOR = "operator-token-for-the-fuzz"
 

@@ -93,7 +93,7 @@ def domain_event_types() -> set[str]:
 
 
 def test_there_is_a_corpus_and_together_they_hold_every_event_type():
-    assert CORPORA, "no golden corpus: run scripts/make_golden.py LABEL"
+    assert CORPORA, "no golden corpus: run python -m scripts.make_golden LABEL"
     held = set()
     for corpus in CORPORA:
         held |= {orjson.loads(line)["type"] for line in corpus.read_bytes().splitlines()}

@@ -7,7 +7,6 @@ Most tests use FastAPI's TestClient over a SQLite file; the last one starts
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,9 +24,8 @@ from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.infrastructure.http import MAX_BODY, create_app
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import layout
+from tests.support import ADMIN, assert_error, auth, create, free_port, layout
 
-ADMIN = "operator-secret"
 SEATS = ["richese", "emperor", "harkonnen"]
 # Cards only their holder may see: every hand card of the layout but the Box, whose
 # use is public, and the pile below its top card, which only a search's owner sees.
@@ -47,26 +45,6 @@ def rooms(tmp_path: Path) -> Iterator[RoomsApp]:
 def client(rooms: RoomsApp) -> Iterator[TestClient]:
     with TestClient(create_app(rooms, admin_token=ADMIN), raise_server_exceptions=True) as c:
         yield c
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def create(client: TestClient, raw: dict[str, Any] | None = None) -> dict[str, Any]:
-    r = client.post("/rooms", json=raw or layout(), headers=auth(ADMIN))
-    assert r.status_code == 201, r.text
-    return r.json()
-
-
-def assert_error(r: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    body = r.json()
-    assert body["ok"] is False and isinstance(body["version"], int)
-    assert set(body["error"]) == {"code", "message"} and body["error"]["message"]
-    if code is not None:
-        assert body["error"]["code"] == code
-    return body
 
 
 def version(rooms: RoomsApp, room: str) -> int:
@@ -419,12 +397,6 @@ def test_fuzzed_raw_requests_never_get_a_500(
 
 
 # --- the real server ----------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_dune_ledger_serve_on_postgres(pg_url: str) -> None:

@@ -18,8 +18,7 @@ from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.infrastructure import http_errors
 from dune_ledger.infrastructure.http import create_app
 from dune_ledger.infrastructure.http_auth import WRONG_LIMIT
-from tests.support import authenticate
-from tests.test_http import ADMIN, assert_error, auth, create
+from tests.support import ADMIN, assert_error, auth, authenticate, create
 
 BOX = "nullentropy-box"
 

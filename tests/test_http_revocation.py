@@ -15,9 +15,7 @@ from contextlib import contextmanager
 
 import httpx
 
-from tests.support import layout
-from tests.test_http import ADMIN, auth, free_port
-from tests.test_stream import events
+from tests.support import ADMIN, auth, events, free_port, layout
 
 # The old token is refused: 401, or 429 once this client's wrong tokens in the room pass
 # the limit (the tries below send up to 18 in a room; counted per process).

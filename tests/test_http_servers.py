@@ -13,8 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import layout
-from tests.test_http import ADMIN, auth, free_port
+from tests.support import ADMIN, auth, free_port, layout
 
 
 @pytest.fixture

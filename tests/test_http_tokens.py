@@ -23,9 +23,7 @@ from dune_ledger.infrastructure.http import create_app
 from dune_ledger.infrastructure.http_auth import WRONG_LIMIT
 from dune_ledger.infrastructure.http_stream import STREAMS_PER_TOKEN
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import layout
-from tests.test_http import ADMIN, assert_error, auth, create
-from tests.test_stream import Server, events
+from tests.support import ADMIN, Server, assert_error, auth, create, events, layout
 
 SITE = ("192.0.2.7", 40000)  # a game site's backend: every seat's calls come from it
 OTHER = ("192.0.2.8", 40000)

@@ -22,8 +22,7 @@ from dune_ledger.application.rooms import RoomsApp, token_hash
 from dune_ledger.application.stream import APPEND, Recorded, chain_hash
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.infrastructure.keys import Keys, public_key_info
-from tests.support import authenticate, layout, opened
-from tests.test_audit_parts import room_key, tables, tamper
+from tests.support import authenticate, layout, opened, room_key, tables, tamper
 
 
 def played(app: RoomsApp) -> tuple[str, dict[str, str]]:

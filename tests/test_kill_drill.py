@@ -9,14 +9,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-DRILL = Path(__file__).resolve().parent.parent / "scripts" / "kill_drill.py"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_drill(url: str, workdir: Path) -> dict:  # type: ignore[type-arg]
     done = subprocess.run(
-        [sys.executable, str(DRILL), "--db", url, "--rooms", "6", "--workers", "3",
+        [sys.executable, "-m", "scripts.kill_drill", "--db", url, "--rooms", "6", "--workers", "3",
          "--seconds", "4", "--kill-every", "0.3", "--seed", "5", "--dir", str(workdir)],
-        capture_output=True, timeout=120,
+        capture_output=True, timeout=120, cwd=ROOT,
     )
     report = orjson.loads(done.stdout)
     assert done.returncode == (0 if report["ok"] else 1), done.stderr.decode()
@@ -39,24 +39,14 @@ def test_killed_workers_lose_nothing_and_apply_nothing_twice(
     assert report["ok"] is True
 
 
-def drill_module():  # type: ignore[no-untyped-def]
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("kill_drill", DRILL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_drill_would_notice_a_lost_or_doubled_command(tmp_path: Path) -> None:
     from dune_ledger.application.rooms import now
     from dune_ledger.domain.commands import parse_command
     from dune_ledger.domain.rules import decide
     from dune_ledger.infrastructure.randomness import for_room
     from dune_ledger.infrastructure.storage import open_rooms
+    from scripts import kill_drill as drill
 
-    drill = drill_module()
     app = open_rooms("memory://")
     room = app.create_room(drill.LAYOUT)["room"]
     journal = drill.Journal(tmp_path / "slot-0.jsonl")
@@ -82,8 +72,8 @@ def test_the_drill_would_notice_an_unsigned_append() -> None:
     from dune_ledger.application.stream import Recorded
     from dune_ledger.domain.custody import CardDrawn
     from dune_ledger.infrastructure.storage import open_rooms
+    from scripts import kill_drill as drill
 
-    drill = drill_module()
     app = open_rooms("memory://")
     room = app.create_room(drill.LAYOUT)["room"]
     assert drill.verify(app, [room], [])["bad_signatures"] == []

@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from dune_ledger.domain.catalog import is_box
-from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.storage import open_rooms
 from tests import leaks
+from tests.support import example
 
 BOX = "nullentropy-box"
+BOX_LAYOUT = example("box")
 SEATS = [s["faction"] for s in BOX_LAYOUT["seats"]]
 
 

@@ -13,8 +13,7 @@ from fastapi.testclient import TestClient
 
 from dune_ledger.infrastructure.http import create_app
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import layout
-from tests.test_http import free_port
+from tests.support import free_port, layout
 
 
 def test_the_page_is_the_same_for_every_visitor_and_holds_no_seat_data() -> None:

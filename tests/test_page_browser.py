@@ -12,189 +12,29 @@ Screenshots of every step go to tests/artifacts/ (git-ignored), to be looked at.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from dune_ledger.domain.catalog import room_cards
-from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
-from tests.test_http import free_port
+from tests.page_support import (
+    BOX_FULL_HAND,
+    TRUTH_AND_GIFT,
+    Page,
+    Seat,
+    Server,
+)
+from tests.support import example
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).parent / "artifacts"
-
-playwright_api = pytest.importorskip("playwright.sync_api")
-if not Path(CHROMIUM).exists():
-    if os.environ.get("CI"):
-        raise RuntimeError(f"{CHROMIUM} is missing: scripts/services installs Debian's chromium")
-    pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)", allow_module_level=True)
-
-Page = Any  # playwright's Page: its types are not worth a stub package here
-
-BOX_FULL_HAND: dict[str, Any] = {
-    "mode": "advanced",
-    "expansions": ["choam_richese"],
-    "seed": 3,
-    "bank": 500,
-    "turn": 2,
-    "phase": 6,
-    "seats": [
-        # At the hand limit (4): the provisional full-hand exchange applies.
-        {"faction": "richese", "spice": 10,
-         "hand": ["nullentropy-box", "crysknife", "chaumas", "stunner"]},
-        {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
-        {"faction": "atreides", "spice": 8, "hand": []},
-    ],
-    "discard": ["shield-1", "maula-pistol", "baliset", "snooper-3"],
-}
-
-
-class Server:
-    """`dune-ledger serve` on one port and one SQLite file; killed and started again at will."""
-
-    def __init__(self, db: Path, env: dict[str, str] | None = None) -> None:
-        self.url = f"sqlite:///{db}"
-        self.env = env or {}
-        self.log = db.with_suffix(".log")  # the server's output, access log included
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
-        env.update(self.env)
-        with self.log.open("ab") as out:  # the child keeps its own copy of the file
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dune_ledger", "--db", self.url, "serve",
-                 "--host", "127.0.0.1", "--port", str(self.port)],
-                env=env, stdout=out, stderr=subprocess.STDOUT)
-        for _ in range(400):
-            try:
-                if httpx.get(f"{self.base}/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.05)
-        raise RuntimeError("the server did not start")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)  # no shutdown: as a crash would
-        self.proc.wait(timeout=10)
-        self.proc = None
-
-    def create(self, layout: dict[str, Any]) -> dict[str, Any]:
-        admin = self.env.get("DUNE_LEDGER_ADMIN_TOKEN")
-        r = httpx.post(f"{self.base}/rooms", json=layout,
-                       headers={"Authorization": f"Bearer {admin}"} if admin else {})
-        assert r.status_code == 201, r.text
-        created: dict[str, Any] = r.json()
-        return created
-
-    def get(self, path: str, token: str) -> Any:
-        r = httpx.get(f"{self.base}{path}", headers={"Authorization": f"Bearer {token}"})
-        assert r.status_code == 200, r.text
-        return r.json()
+AMBASSADOR_LAYOUT = example("ambassador")
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path / "rooms.db")
-    s.start()
-    try:
+    with Server(tmp_path / "rooms.db") as s:
         yield s
-    finally:
-        if s.proc is not None:
-            s.proc.terminate()
-            s.proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-class Seat:
-    """One player's page, in a browser context of its own."""
-
-    def __init__(self, browser: Any, server: Server, room: str, faction: str, token: str,
-                 *, width: int = 1280, height: int = 900, paste: bool = False) -> None:
-        self.server, self.room, self.faction, self.token = server, room, faction, token
-        self.context = browser.new_context(viewport={"width": width, "height": height})
-        self.page: Page = self.context.new_page()
-        self.page.set_default_timeout(15_000)
-        self.errors: list[str] = []
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        url = f"{server.base}/play/{room}"
-        if paste:
-            self.page.goto(url)
-            self.page.get_by_label("Seat token").fill(token)
-            self.page.get_by_role("button", name="Open my seat").click()
-        else:
-            self.page.goto(f"{url}#token={token}")
-        self.settled()
-
-    def view(self) -> dict[str, Any]:
-        view: dict[str, Any] = self.server.get(f"/rooms/{self.room}/view", self.token)
-        return view
-
-    def settled(self) -> None:
-        """Wait until the page shows the version the server holds now, or a later one (a
-        committed room's page sets its seed by itself as it opens)."""
-        version = self.view()["version"]
-        self.page.wait_for_function(
-            "v => Number(document.getElementById('table').dataset.version) >= v", arg=version)
-        self.page.wait_for_function(
-            "n => document.querySelectorAll('#log-body li').length >= n",
-            arg=len(self.server.get(f"/rooms/{self.room}/log", self.token)))
-
-    def button(self, name: str) -> Any:
-        return self.page.get_by_role("button", name=name, exact=True)
-
-    def shot(self, journey: str, step: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{journey}-{step}-{self.faction}.png"),
-                             full_page=True)
-
-    def hidden(self, expansions: tuple[str, ...]) -> set[str]:
-        """Every card of the room that this seat's own view and log never name."""
-        known = orjson_text(self.view()) + orjson_text(
-            self.server.get(f"/rooms/{self.room}/log", self.token))
-        return {c.id for c in room_cards(expansions) if not mentions(known, c.id)}
-
-    def assert_holds_nothing_hidden(self, expansions: tuple[str, ...]) -> set[str]:
-        hidden = self.hidden(expansions)
-        dom = self.page.content()
-        leaked = sorted(cid for cid in hidden if mentions(dom, cid))
-        assert not leaked, f"{self.faction}'s page holds hidden cards: {leaked}"
-        assert not self.errors, self.errors
-        return hidden
-
-    def close(self) -> None:
-        self.context.close()
-
-
-def orjson_text(data: Any) -> str:
-    import orjson
-
-    return orjson.dumps(data).decode()
-
-
-def mentions(text: str, card_id: str) -> bool:
-    return re.search(rf"(?<![\w-]){re.escape(card_id)}(?![\w-])", text) is not None
 
 
 def columns(page: Page, selector: str) -> int:
@@ -422,24 +262,6 @@ def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
     finally:
         for seat in seats.values():
             seat.close()
-
-
-TRUTH_AND_GIFT: dict[str, Any] = {
-    "mode": "advanced",
-    "expansions": ["choam_richese"],
-    "seed": 5,
-    "bank": 500,
-    "turn": 2,
-    "phase": 6,
-    "seats": [
-        {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"],
-         "ally": "emperor"},
-        {"faction": "emperor", "spice": 10, "hand": ["karama-1", "truthtrance-1"],
-         "ally": "richese"},
-        {"faction": "harkonnen", "spice": 6, "hand": ["shield-2", "chaumas"]},
-    ],
-    "discard": ["shield-1", "maula-pistol", "baliset"],
-}
 
 
 def test_truthtrance_answer_with_a_promise_and_the_gift_answer(browser: Any,

@@ -20,38 +20,48 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_fairness import committed_layout
-from tests.test_page_browser import CHROMIUM, Seat, Server, playwright_api
-from tests.test_page_table import WIDTHS, Watcher, check_state
+from tests.page_support import WIDTHS, Seat, Server, Watcher, check_state
+from tests.support import committed_layout
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path / "rooms.db", env={"DUNE_LEDGER_KEY_FILE": str(tmp_path / "server.key")})
-    s.start()
-    try:
+    with Server(tmp_path / "rooms.db",
+                env={"DUNE_LEDGER_KEY_FILE": str(tmp_path / "server.key")}) as s:
         yield s
-    finally:
-        if s.proc is not None:
-            s.proc.terminate()
-            s.proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def public(server: Server, room: str, token: str) -> dict[str, Any]:
     view: dict[str, Any] = server.get(f"/rooms/{room}/public", token)
     return view
+
+
+def new_page(browser: Any) -> tuple[Any, Any]:
+    """A browser context of its own and a page in it, not yet opened anywhere."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    return context, page
+
+
+def lose_the_first_answer(page: Any, route: str) -> list[dict[str, Any]]:
+    """Every command the page posts to `route` reaches the server and lands, but the
+    first one's answer is lost: the page is answered 503. Returns the bodies sent."""
+    sent: list[dict[str, Any]] = []
+
+    def answer(request: Any) -> None:
+        sent.append(json.loads(request.request.post_data))
+        answered = request.fetch()
+        if len(sent) == 1:
+            request.fulfill(status=503, json={"ok": False, "version": 0, "error": {
+                "code": "unavailable", "message": "the store does not answer"}})
+        else:
+            request.fulfill(response=answered)
+
+    page.route(route, answer)
+    return sent
 
 
 def at_each_width(page: Any, journey: str, step: str) -> None:
@@ -97,9 +107,7 @@ def test_seeds_the_end_and_a_transcript_that_verifies(browser: Any, server: Serv
     richese.settled()
 
     # The host ends the room: asked once, then the transcript is offered.
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    host = context.new_page()
-    host.set_default_timeout(15_000)
+    context, host = new_page(browser)
     host.goto(f"{server.base}/host")
     host.get_by_role("button", name="End room…").click()
     at_each_width(host, "fair", "host-confirm")
@@ -153,22 +161,8 @@ def test_a_press_answered_503_is_sent_again_with_its_command_id(browser: Any,
     created = server.create(committed_layout(deck=None))
     room, tokens, spectator = created["room"], created["seats"], created["spectator"]
     before = public(server, room, spectator)["version"]
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    sent: list[dict[str, Any]] = []
-
-    # The first command reaches the server and lands, but its answer is lost: a 503.
-    def lose_the_first_answer(route: Any) -> None:
-        sent.append(json.loads(route.request.post_data))
-        answer = route.fetch()
-        if len(sent) == 1:
-            route.fulfill(status=503, json={"ok": False, "version": 0, "error": {
-                "code": "unavailable", "message": "the store does not answer"}})
-        else:
-            route.fulfill(response=answer)
-
-    page.route(f"**/rooms/{room}/commands", lose_the_first_answer)
+    context, page = new_page(browser)
+    sent = lose_the_first_answer(page, f"**/rooms/{room}/commands")
     page.goto(f"{server.base}/play/{room}#token={tokens['harkonnen']}")
     page.wait_for_function("() => document.querySelector('[data-seed=harkonnen] code') !== null")
     for _ in range(100):  # the stream may show the landed seed before the page sends it again
@@ -197,21 +191,8 @@ def test_an_end_answered_503_is_sent_again_and_ends_once(browser: Any, server: S
     created = server.create(committed_layout(deck=None))
     room, spectator = created["room"], created["spectator"]
     before = public(server, room, spectator)["version"]
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    host = context.new_page()
-    host.set_default_timeout(15_000)
-    sent: list[dict[str, Any]] = []
-
-    def lose_the_first_answer(route: Any) -> None:
-        sent.append(json.loads(route.request.post_data))
-        answer = route.fetch()
-        if len(sent) == 1:
-            route.fulfill(status=503, json={"ok": False, "version": 0, "error": {
-                "code": "unavailable", "message": "the store does not answer"}})
-        else:
-            route.fulfill(response=answer)
-
-    host.route(f"**/rooms/{room}/end", lose_the_first_answer)
+    context, host = new_page(browser)
+    sent = lose_the_first_answer(host, f"**/rooms/{room}/end")
     host.goto(f"{server.base}/host")
     host.get_by_role("button", name="End room…").click()
     host.get_by_role("button", name="Yes, end it").click()

@@ -18,81 +18,26 @@ import httpx
 import pytest
 
 from dune_ledger.domain.catalog import room_cards
-from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT
-from tests.test_page_browser import (
-    ARTIFACTS,
+from tests.page_support import (
     BOX_FULL_HAND,
     TRUTH_AND_GIFT,
+    WIDTHS,
     Seat,
     Server,
+    Watcher,
+    check_state,
     mentions,
     orjson_text,
 )
+from tests.support import example
 
-axe_api = pytest.importorskip("axe_playwright_python.sync_playwright")
-
-WIDTHS = (280, 900, 1400)
-
-# Every element the Tab key reaches, in document order, with its box on the screen.
-TABBABLE = """() => Array.from(document.querySelectorAll(
-    'a[href], button, input, select, textarea, summary, [tabindex]'))
-  .filter((el) => el.tabIndex >= 0 && !el.disabled && el.getClientRects().length > 0
-    && getComputedStyle(el).visibility !== 'hidden')
-  .map((el) => { const r = el.getBoundingClientRect();
-    return { text: (el.textContent || el.id || el.tagName).trim().slice(0, 40),
-             top: r.top + scrollY, bottom: r.bottom + scrollY, left: r.left, right: r.right }; })"""
-
-
-def out_of_order(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """Pairs where the next Tab stop is drawn before the current one: above it in the
-    same column, or to its left on the same line."""
-    bad = []
-    for a, b in zip(items, items[1:], strict=False):
-        same_column = b["left"] < a["right"] - 1 and b["right"] > a["left"] + 1
-        above = b["bottom"] <= a["top"] + 1
-        same_line = b["top"] < a["bottom"] - 1 and b["bottom"] > a["top"] + 1
-        if (above and same_column) or (same_line and b["right"] <= a["left"] + 1):
-            bad.append((a["text"], b["text"]))
-    return bad
-
-
-def check_state(page: Any, width: int, journey: str, step: str) -> None:
-    """One screen state: no sideways scroll, Tab order as drawn, no axe violation."""
-    scroll = page.evaluate("() => document.documentElement.scrollWidth")
-    assert scroll <= width, (journey, step, width, scroll)
-    stops = page.evaluate(TABBABLE)
-    assert stops, (journey, step)
-    assert out_of_order(stops) == [], (journey, step, width)
-    results = axe_api.Axe().run(page)
-    assert results.violations_count == 0, (journey, step, width,
-                                            results.generate_report())
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"table-{journey}-{step}-{width}px.png"),
-                    full_page=True)
+AMBASSADOR_LAYOUT = example("ambassador")
 
 
 @pytest.fixture
 def server(tmp_path: Any) -> Iterator[Server]:
-    s = Server(tmp_path / "rooms.db")
-    s.start()
-    try:
+    with Server(tmp_path / "rooms.db") as s:
         yield s
-    finally:
-        if s.proc is not None:
-            s.proc.terminate()
-            s.proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from tests.test_page_browser import CHROMIUM, playwright_api
-
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def focused(page: Any) -> str:
@@ -105,29 +50,6 @@ def command(server: Server, room: str, token: str, body: dict[str, Any]) -> dict
     assert r.status_code == 200, r.text
     result: dict[str, Any] = r.json()
     return result
-
-
-class Watcher:
-    """The spectator page, in a browser context of its own."""
-
-    def __init__(self, browser: Any, server: Server, room: str, token: str,
-                 width: int = 1280) -> None:
-        self.server, self.room, self.token = server, room, token
-        self.context = browser.new_context(viewport={"width": width, "height": 900})
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(15_000)
-        self.page.goto(f"{server.base}/watch/{room}")
-        self.page.get_by_label("Spectator token").fill(token)
-        self.page.get_by_role("button", name="Watch").click()
-        self.settled()
-
-    def settled(self) -> None:
-        version = self.server.get(f"/rooms/{self.room}/public", self.token)["version"]
-        self.page.wait_for_function(
-            "v => document.getElementById('table').dataset.version === String(v)", arg=version)
-
-    def close(self) -> None:
-        self.context.close()
 
 
 @pytest.mark.parametrize("width", WIDTHS)

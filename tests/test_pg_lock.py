@@ -21,20 +21,10 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
-from psycopg.sql import SQL, Identifier
 
 from dune_ledger.infrastructure.postgres import RoomsRecorder
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.conftest import database
-
-LAYOUT: dict[str, Any] = {
-    "expansions": ["choam_richese"], "turn": 2, "phase": 6,
-    "seats": [
-        {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"]},
-        {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
-    ],
-    "discard": ["shield-1", "maula-pistol", "baliset", "snooper-3"],
-}
+from tests.support import TWO_SEATS, Follower, database, skipped, stored_ids
 
 
 class UnboundedRecorder(RoomsRecorder):
@@ -49,49 +39,6 @@ def pg() -> Iterator[str]:
     """A database of its own: the probe rows below are no room any other test could read."""
     with database("dl_lock") as url:
         yield url
-
-
-class Follower:
-    """Reads after its last id, keeps every id it is given and each room's versions."""
-
-    def __init__(self, recorder: Any) -> None:
-        self.recorder = recorder
-        self.seen: list[int] = []
-        self.versions: dict[Any, list[int]] = {}
-        self.rooms_seen: list[Any] = []
-
-    def pull(self) -> int:
-        notes = self.recorder.select_notifications(
-            start=self.seen[-1] if self.seen else 0, limit=500, inclusive_of_start=False)
-        self.seen.extend(n.id for n in notes)
-        for n in notes:
-            self.versions.setdefault(n.originator_id, []).append(n.originator_version)
-            self.rooms_seen.append(n.originator_id)
-        return len(notes)
-
-    def in_room_order(self) -> bool:
-        """Each room's events came in version order, each once, none left out."""
-        return all(v == list(range(1, len(v) + 1)) for v in self.versions.values())
-
-
-def stored_ids(app: Any) -> set[int]:
-    recorder = app.recorder
-    with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute(SQL("SELECT notification_id AS i FROM {0}.{1}").format(
-            Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name)))
-        return {int(r["i"]) for r in curs.fetchall()}
-
-
-def skipped(app: Any, follower: Follower) -> list[int]:
-    """The stored ids the follower never read, once everything committed has settled
-    (a NOTIFY just sent, say, holds it back for a moment)."""
-    deadline = time.monotonic() + 10
-    while follower.pull() or (app.recorder.held_back(follower.seen[-1] if follower.seen
-                                                     else 0)
-                              and time.monotonic() < deadline):
-        pass
-    assert all(a < b for a, b in zip(follower.seen, follower.seen[1:], strict=False))
-    return sorted(stored_ids(app) - set(follower.seen))
 
 
 def in_flight_probe(app: Any, url: str) -> Any:
@@ -115,11 +62,11 @@ def test_a_follower_never_passes_a_write_in_flight(pg, recorder):
     env = ({} if recorder == "product"
            else {"APPLICATION_RECORDER_TOPIC": "tests.test_pg_lock:UnboundedRecorder"})
     with open_rooms(pg, **env) as app:
-        app.create_room(LAYOUT)
+        app.create_room(TWO_SEATS)
         follower = Follower(app.recorder)
         follower.pull()
         probe = in_flight_probe(app, pg)
-        later = app.create_room(LAYOUT)["room"]  # commits at once: no lock to wait for
+        later = app.create_room(TWO_SEATS)["room"]  # commits at once: no lock to wait for
         follower.pull()
         if recorder == "product":
             # Committed, held back behind the probe: not read, not fresh, and waited for.
@@ -140,7 +87,7 @@ def test_writers_in_several_threads_and_a_follower_miss_nothing(pg):
     pairs, writers = 15, 3
     with open_rooms(pg) as app:
         apps = [open_rooms(pg) for _ in range(writers)]
-        rooms = [[app.create_room(LAYOUT)["room"] for _ in range(pairs)] for _ in apps]
+        rooms = [[app.create_room(TWO_SEATS)["room"] for _ in range(pairs)] for _ in apps]
         follower = Follower(app.recorder)
         done = threading.Event()
 
@@ -191,11 +138,11 @@ def test_a_store_made_before_numbers_on_above_its_last_id(pg):
     new ids come after the old, a follower from the start reads them all in order."""
     old = {"APPLICATION_RECORDER_TOPIC": "eventsourcing.postgres:PostgresApplicationRecorder"}
     with open_rooms(pg, **old) as app:
-        app.create_room(LAYOUT)
+        app.create_room(TWO_SEATS)
         before = sorted(stored_ids(app))
     assert before == list(range(1, len(before) + 1))
     with open_rooms(pg) as app:
-        app.create_room(LAYOUT)
+        app.create_room(TWO_SEATS)
         after = sorted(stored_ids(app))
         follower = Follower(app.recorder)
         assert skipped(app, follower) == []
@@ -208,7 +155,7 @@ def test_a_store_made_before_numbers_on_above_its_last_id(pg):
 
 def test_a_store_whose_ids_run_ahead_of_the_server_is_refused(pg):
     with open_rooms(pg) as app:
-        app.create_room(LAYOUT)
+        app.create_room(TWO_SEATS)
         with app.recorder.datastore.transaction(commit=True) as curs:
             curs.execute("UPDATE duneledger_events SET notification_id = notification_id "
                          "+ (1::bigint << 60)")

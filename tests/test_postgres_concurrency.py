@@ -18,7 +18,7 @@ import pytest
 
 from dune_ledger.application.audit import audit_room
 from dune_ledger.infrastructure.storage import open_rooms
-from dune_ledger.infrastructure.throwaway import throwaway_database
+from scripts.throwaway import throwaway_database
 from tests.support import layout
 
 CTX = mp.get_context("spawn")  # no pool threads or sockets inherited from the test process

@@ -18,8 +18,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from dune_ledger.application.audit import audit_room
 from dune_ledger.infrastructure.postgres import ID_SHIFT, GroupCommit
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.conftest import database
-from tests.test_pg_lock import LAYOUT, Follower, skipped
+from tests.support import TWO_SEATS, Follower, database, skipped
 
 
 @pytest.fixture
@@ -95,7 +94,7 @@ def test_group_commit_is_off_unless_asked_for(pg):
 def test_commands_of_many_threads_in_one_process_are_grouped_and_verify(pg):
     threads, pairs = 8, 6
     with open_rooms(pg, DUNE_LEDGER_PG_GROUP_COMMIT="yes") as app:
-        rooms = [[app.create_room(LAYOUT)["room"] for _ in range(pairs)]
+        rooms = [[app.create_room(TWO_SEATS)["room"] for _ in range(pairs)]
                  for _ in range(threads)]
         follower = Follower(app.recorder)
         start = threading.Barrier(threads)

@@ -17,8 +17,7 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.postgres import prepare_and_run
 from dune_ledger.infrastructure.storage import environment, open_rooms
-from tests.conftest import database
-from tests.support import layout
+from tests.support import database, layout
 
 
 def test_url_and_pool_settings_reach_the_library(monkeypatch: pytest.MonkeyPatch) -> None:

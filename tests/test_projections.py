@@ -15,45 +15,14 @@ import pytest
 from eventsourcing.persistence import Tracking
 
 from dune_ledger.application.audit import audit_room
-from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.worker import Worker
 from dune_ledger.projections.follow import Positions, ReadModelProjection
 from dune_ledger.projections.read_models import ReadModels, _fold_rows, fresh_rows, fresh_snapshot
 from dune_ledger.projections.store import PUBLIC, Sealer, SQLiteStore, entry_at
+from tests.support import BOX, everything, example, follow_together, fresh, items, play
 
-BOX = "nullentropy-box"
-
-
-def play(app: Any, rooms: int = 2) -> list[str]:
-    """A few rooms with a Box search, draws and discards; reads nothing."""
-    made = []
-    for i in range(rooms):
-        room = app.create_room({**BOX_LAYOUT, "seed": 7 + i})["room"]
-        made.append(room)
-        app.execute(room, "emperor", {"type": "draw"})
-        app.execute(room, "harkonnen", {"type": "discard", "card": "chaumas"})
-        begun = app.execute(room, "richese", {"type": "begin_search", "card": BOX})
-        search = begun["events"][-1]["search"]
-        app.execute(room, "richese", {"type": "select_card", "search": search,
-                                      "card": "maula-pistol"})
-        app.execute(room, "atreides", {"type": "set_autopilot", "enabled": True,
-                                       "profile": "easy"})
-        app.execute(room, "atreides", {"type": "draw"})
-    return made
-
-
-def everything(models: ReadModels, rooms: list[str]) -> dict[str, Any]:
-    return {room: models.snapshot(room) for room in rooms}
-
-
-def fresh(app: Any, rooms: list[str]) -> dict[str, Any]:
-    return {room: fresh_snapshot(UUID(room), app.records(UUID(room))) for room in rooms}
-
-
-def items(app: Any) -> list[Any]:
-    notes = app.recorder.select_notifications(start=1, limit=1000)
-    return app.read_models.decode(notes)
+BOX_LAYOUT = example("box")
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -95,25 +64,6 @@ def test_each_event_is_applied_once_under_redelivery(app):
     for room in rooms:
         seqs = [e["seq"] for e in models.public_log(room)]
         assert seqs == list(range(1, len(seqs) + 1))
-
-
-def follow_together(followers: list[ReadModels]) -> list[BaseException]:
-    """Each follower catches up three times in its own thread; returns what they raised."""
-    errors: list[BaseException] = []
-
-    def follow(models: ReadModels) -> None:
-        try:
-            for _ in range(3):
-                models.catch_up()
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=follow, args=(f,)) for f in followers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
 
 
 def test_two_followers_of_one_file_apply_each_event_once(tmp_path):

@@ -16,8 +16,7 @@ from fastapi.testclient import TestClient
 
 from dune_ledger.application.audit import audit_room
 from dune_ledger.infrastructure.http import create_app
-from tests.support import layout, opened
-from tests.test_http import ADMIN, auth
+from tests.support import ADMIN, auth, layout, opened
 
 
 def editor(url: str) -> Callable[[str, tuple[Any, ...]], list[Any]]:
@@ -113,10 +112,10 @@ def test_room_view_on_the_command_line_refuses_a_room_whose_chain_broke(
     """The read models were built before the events were edited: they still look fine,
     and `room view` must not serve them (HTTP refuses at its token check)."""
     from dune_ledger.infrastructure.cli import main
-    from tests.test_damaged_rooms import played, update
+    from tests.support import drawn, update
 
     with opened(url) as app:
-        room, other = played(app), played(app)
+        room, other = drawn(app), drawn(app)
         app.read_models.catch_up()
         update(url, app, room, 2, "state", b"{truncated")
     for view in (["--as", "emperor"], ["--public"]):

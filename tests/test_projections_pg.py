@@ -15,14 +15,14 @@ import pytest
 from eventsourcing.persistence import Tracking
 
 from dune_ledger.application.audit import audit_room
-from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.worker import Worker
 from dune_ledger.projections.follow import Positions, ReadModelProjection, subscription_runner
 from dune_ledger.projections.read_models import ReadModels
 from dune_ledger.projections.store import PostgresStore
-from tests.conftest import database
-from tests.test_projections import everything, follow_together, fresh, items, play
+from tests.support import database, everything, example, follow_together, fresh, items, play
+
+BOX_LAYOUT = example("box")
 
 
 @pytest.fixture(scope="module")

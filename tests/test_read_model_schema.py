@@ -15,8 +15,7 @@ import pytest
 
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.projections.store import READ_MODEL_VERSION
-from tests.conftest import database
-from tests.support import layout
+from tests.support import database, layout
 
 
 @pytest.fixture

@@ -19,8 +19,7 @@ import httpx
 
 from dune_ledger.application.audit import audit_room
 from tests.rules_support import BOX, layout
-from tests.support import opened
-from tests.test_http import free_port
+from tests.support import free_port, opened
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 1, 1, tzinfo=UTC)  # rooms set up "long ago": their windows are due

@@ -4,7 +4,6 @@ uvicorn server (SQLite polls, PostgreSQL wakes on NOTIFY)."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,39 +13,11 @@ from urllib.parse import quote
 import httpx
 import orjson
 import pytest
-import uvicorn
 
-from dune_ledger.infrastructure.http import create_app
 from dune_ledger.infrastructure.observability import AccessLogRedaction, redact_url
-from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import layout
-from tests.test_http import ADMIN, auth, free_port
+from tests.support import ADMIN, Server, auth, events, layout
 
 BOX = "nullentropy-box"
-
-
-class Server:
-    """uvicorn on loopback in a thread of this process, over one storage URL."""
-
-    def __init__(self, url: str, log_level: str = "warning") -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(lambda: open_rooms(url), admin_token=ADMIN),
-                                host="127.0.0.1", port=self.port, log_level=log_level)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> Server:
-        self.thread.start()
-        for _ in range(400):
-            if self.server.started:
-                return self
-            time.sleep(0.025)
-        raise RuntimeError("the server did not start")
-
-    def __exit__(self, *_: Any) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -57,25 +28,6 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
         url = request.getfixturevalue("pg_url")
     with Server(url) as running:
         yield running
-
-
-def events(lines: Iterator[str], count: int) -> list[dict[str, str]]:
-    """The next `count` SSE events (comments skipped), each as its fields."""
-    out: list[dict[str, str]] = []
-    current: dict[str, str] = {}
-    for line in lines:
-        if not line:
-            if current:
-                out.append(current)
-                current = {}
-                if len(out) == count:
-                    return out
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        current[name] = value.removeprefix(" ")
-    raise AssertionError(f"the stream ended after {len(out)} events")
 
 
 def create(base: str) -> dict[str, Any]:

@@ -26,8 +26,7 @@ from dune_ledger.infrastructure.transfer import (
     import_rooms,
     parse_export,
 )
-from tests.support import layout, long_room, opened
-from tests.test_audit_parts import room_key, tables, tamper
+from tests.support import layout, long_room, opened, room_key, tables, tamper
 
 
 def exported(app: RoomsApp, rooms: list[str] | None = None) -> bytes:

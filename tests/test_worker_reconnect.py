@@ -17,8 +17,7 @@ import psycopg
 import pytest
 
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.conftest import database
-from tests.support import layout
+from tests.support import database, layout
 
 
 @pytest.fixture

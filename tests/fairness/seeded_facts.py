@@ -1,14 +1,12 @@
 """The facts a seeded room's plays append, as JSON text: run by tests/test_fairness.py at
 this code and, once, at the code before fair dealing (a493917: the rules of issue 24, not yet
 fair dealing), which wrote tests/fairness/seeded-before.json. Stdlib and the project only,
-so it runs at both."""
+so it runs at both: `python -m tests.fairness.seeded_facts` from the repository root."""
 
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 MOMENT = datetime(2026, 1, 1, tzinfo=UTC)  # the clock of every play: deadlines repeat
@@ -20,11 +18,9 @@ class Fixed(datetime):
         return MOMENT
 
 
-def played(root: Path) -> list[list[Any]]:
-    sys.path.insert(0, str(root / "scripts"))
-    import make_golden  # type: ignore[import-not-found]
-
+def played() -> list[list[Any]]:
     from dune_ledger.infrastructure.storage import open_rooms
+    from scripts import make_golden
 
     make_golden.datetime = Fixed  # its window_deadline play reads the clock
     out = []
@@ -43,4 +39,4 @@ def played(root: Path) -> list[list[Any]]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(played(Path(sys.argv[1])), indent=1))
+    print(json.dumps(played(), indent=1))

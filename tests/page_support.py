@@ -1,0 +1,255 @@
+"""The pages in Debian's Chromium: `dune-ledger serve` in a subprocess, a seat's page
+and the spectator's, each in a browser context of its own, and the checks every screen
+state passes (no sideways scroll, Tab order as drawn, axe-core with no violation).
+
+The browser is tests/conftest.py's `browser` fixture. Screenshots go to tests/artifacts/
+(git-ignored), to be looked at.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from dune_ledger.domain.catalog import room_cards
+from tests.support import free_port
+
+ARTIFACTS = Path(__file__).parent / "artifacts"
+
+Page = Any  # playwright's Page: its types are not worth a stub package here
+
+BOX_FULL_HAND: dict[str, Any] = {
+    "mode": "advanced",
+    "expansions": ["choam_richese"],
+    "seed": 3,
+    "bank": 500,
+    "turn": 2,
+    "phase": 6,
+    "seats": [
+        # At the hand limit (4): the provisional full-hand exchange applies.
+        {"faction": "richese", "spice": 10,
+         "hand": ["nullentropy-box", "crysknife", "chaumas", "stunner"]},
+        {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},
+        {"faction": "atreides", "spice": 8, "hand": []},
+    ],
+    "discard": ["shield-1", "maula-pistol", "baliset", "snooper-3"],
+}
+
+
+TRUTH_AND_GIFT: dict[str, Any] = {
+    "mode": "advanced",
+    "expansions": ["choam_richese"],
+    "seed": 5,
+    "bank": 500,
+    "turn": 2,
+    "phase": 6,
+    "seats": [
+        {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"],
+         "ally": "emperor"},
+        {"faction": "emperor", "spice": 10, "hand": ["karama-1", "truthtrance-1"],
+         "ally": "richese"},
+        {"faction": "harkonnen", "spice": 6, "hand": ["shield-2", "chaumas"]},
+    ],
+    "discard": ["shield-1", "maula-pistol", "baliset"],
+}
+
+
+class Server:
+    """`dune-ledger serve` on one port and one SQLite file; killed and started again at will."""
+
+    def __init__(self, db: Path, env: dict[str, str] | None = None) -> None:
+        self.url = f"sqlite:///{db}"
+        self.env = env or {}
+        self.log = db.with_suffix(".log")  # the server's output, access log included
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
+        env.update(self.env)
+        with self.log.open("ab") as out:  # the child keeps its own copy of the file
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "dune_ledger", "--db", self.url, "serve",
+                 "--host", "127.0.0.1", "--port", str(self.port)],
+                env=env, stdout=out, stderr=subprocess.STDOUT)
+        for _ in range(400):
+            try:
+                if httpx.get(f"{self.base}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError("the server did not start")
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)  # no shutdown: as a crash would
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+    def create(self, layout: dict[str, Any]) -> dict[str, Any]:
+        admin = self.env.get("DUNE_LEDGER_ADMIN_TOKEN")
+        r = httpx.post(f"{self.base}/rooms", json=layout,
+                       headers={"Authorization": f"Bearer {admin}"} if admin else {})
+        assert r.status_code == 201, r.text
+        created: dict[str, Any] = r.json()
+        return created
+
+    def get(self, path: str, token: str) -> Any:
+        r = httpx.get(f"{self.base}{path}", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
+class Seat:
+    """One player's page, in a browser context of its own."""
+
+    def __init__(self, browser: Any, server: Server, room: str, faction: str, token: str,
+                 *, width: int = 1280, height: int = 900, paste: bool = False) -> None:
+        self.server, self.room, self.faction, self.token = server, room, faction, token
+        self.context = browser.new_context(viewport={"width": width, "height": height})
+        self.page: Page = self.context.new_page()
+        self.page.set_default_timeout(15_000)
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        url = f"{server.base}/play/{room}"
+        if paste:
+            self.page.goto(url)
+            self.page.get_by_label("Seat token").fill(token)
+            self.page.get_by_role("button", name="Open my seat").click()
+        else:
+            self.page.goto(f"{url}#token={token}")
+        self.settled()
+
+    def view(self) -> dict[str, Any]:
+        view: dict[str, Any] = self.server.get(f"/rooms/{self.room}/view", self.token)
+        return view
+
+    def settled(self) -> None:
+        """Wait until the page shows the version the server holds now, or a later one (a
+        committed room's page sets its seed by itself as it opens)."""
+        version = self.view()["version"]
+        self.page.wait_for_function(
+            "v => Number(document.getElementById('table').dataset.version) >= v", arg=version)
+        self.page.wait_for_function(
+            "n => document.querySelectorAll('#log-body li').length >= n",
+            arg=len(self.server.get(f"/rooms/{self.room}/log", self.token)))
+
+    def button(self, name: str) -> Any:
+        return self.page.get_by_role("button", name=name, exact=True)
+
+    def shot(self, journey: str, step: str) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / f"{journey}-{step}-{self.faction}.png"),
+                             full_page=True)
+
+    def hidden(self, expansions: tuple[str, ...]) -> set[str]:
+        """Every card of the room that this seat's own view and log never name."""
+        known = orjson_text(self.view()) + orjson_text(
+            self.server.get(f"/rooms/{self.room}/log", self.token))
+        return {c.id for c in room_cards(expansions) if not mentions(known, c.id)}
+
+    def assert_holds_nothing_hidden(self, expansions: tuple[str, ...]) -> set[str]:
+        hidden = self.hidden(expansions)
+        dom = self.page.content()
+        leaked = sorted(cid for cid in hidden if mentions(dom, cid))
+        assert not leaked, f"{self.faction}'s page holds hidden cards: {leaked}"
+        assert not self.errors, self.errors
+        return hidden
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def orjson_text(data: Any) -> str:
+    import orjson
+
+    return orjson.dumps(data).decode()
+
+
+def mentions(text: str, card_id: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(card_id)}(?![\w-])", text) is not None
+
+
+WIDTHS = (280, 900, 1400)
+
+# Every element the Tab key reaches, in document order, with its box on the screen.
+TABBABLE = """() => Array.from(document.querySelectorAll(
+    'a[href], button, input, select, textarea, summary, [tabindex]'))
+  .filter((el) => el.tabIndex >= 0 && !el.disabled && el.getClientRects().length > 0
+    && getComputedStyle(el).visibility !== 'hidden')
+  .map((el) => { const r = el.getBoundingClientRect();
+    return { text: (el.textContent || el.id || el.tagName).trim().slice(0, 40),
+             top: r.top + scrollY, bottom: r.bottom + scrollY, left: r.left, right: r.right }; })"""
+
+
+def out_of_order(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Pairs where the next Tab stop is drawn before the current one: above it in the
+    same column, or to its left on the same line."""
+    bad = []
+    for a, b in zip(items, items[1:], strict=False):
+        same_column = b["left"] < a["right"] - 1 and b["right"] > a["left"] + 1
+        above = b["bottom"] <= a["top"] + 1
+        same_line = b["top"] < a["bottom"] - 1 and b["bottom"] > a["top"] + 1
+        if (above and same_column) or (same_line and b["right"] <= a["left"] + 1):
+            bad.append((a["text"], b["text"]))
+    return bad
+
+
+def check_state(page: Any, width: int, journey: str, step: str) -> None:
+    """One screen state: no sideways scroll, Tab order as drawn, no axe violation."""
+    axe_api = pytest.importorskip("axe_playwright_python.sync_playwright")
+    scroll = page.evaluate("() => document.documentElement.scrollWidth")
+    assert scroll <= width, (journey, step, width, scroll)
+    stops = page.evaluate(TABBABLE)
+    assert stops, (journey, step)
+    assert out_of_order(stops) == [], (journey, step, width)
+    results = axe_api.Axe().run(page)
+    assert results.violations_count == 0, (journey, step, width,
+                                            results.generate_report())
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"table-{journey}-{step}-{width}px.png"),
+                    full_page=True)
+
+
+class Watcher:
+    """The spectator page, in a browser context of its own."""
+
+    def __init__(self, browser: Any, server: Server, room: str, token: str,
+                 width: int = 1280) -> None:
+        self.server, self.room, self.token = server, room, token
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(15_000)
+        self.page.goto(f"{server.base}/watch/{room}")
+        self.page.get_by_label("Spectator token").fill(token)
+        self.page.get_by_role("button", name="Watch").click()
+        self.settled()
+
+    def settled(self) -> None:
+        version = self.server.get(f"/rooms/{self.room}/public", self.token)["version"]
+        self.page.wait_for_function(
+            "v => document.getElementById('table').dataset.version === String(v)", arg=version)
+
+    def close(self) -> None:
+        self.context.close()
+
+
