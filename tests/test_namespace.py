@@ -2,6 +2,7 @@
 the generic top-level names that a wheel would otherwise put into site-packages."""
 
 import ast
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -29,13 +30,26 @@ def test_no_source_imports_a_layer_by_its_bare_name() -> None:
 
 
 def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
+    # Built from the tracked files alone: a checkout's stale build/ would add removed files.
+    tree = tmp_path / "tree"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                             check=True).stdout.decode().split("\0")
+    for name in filter(None, tracked):
+        source, copy = ROOT / name, tree / name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            copy.symlink_to(source.readlink())
+        elif source.exists():
+            shutil.copy2(source, copy)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+                    str(tmp_path), str(tree)], check=True, capture_output=True)
     [wheel] = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"dune_ledger", "dune_ledger-0.1.0.dist-info"}
     assert "dune_ledger/domain/cards.json" in names
     assert "dune_ledger/infrastructure/templates/play.html" in names
+    assert "dune_ledger/examples/box.json" in names  # the demo plays it
+    assert not [n for n in names if n.endswith("throwaway.py")]  # test support stays out
 
 
 def test_the_other_layers_use_the_rules_through_their_face() -> None:
