@@ -51,9 +51,15 @@ class AppendRetried(IntegrityError):
 
 
 class RoomStore(Application[UUID]):
+    # The application's name picks its tables (`duneledger_events`, ...) and settings:
+    # every layer above (queries, the use cases) is the same application to the store.
     name = "DuneLedger"
     snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Room: 50}
     snapshotting_projectors: ClassVar[dict[type[Any], Any]] = {Room: project_room}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)  # which names a subclass after itself
+        cls.name = RoomStore.name
 
     def __init__(self, env: dict[str, str] | None = None, *, signer: Signer) -> None:
         # The server's key (infrastructure/keys.py): every append is signed with it,

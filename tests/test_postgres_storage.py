@@ -78,6 +78,17 @@ def test_a_room_lives_and_reloads_on_postgres(pg_url: str) -> None:
         again.close()
 
 
+def test_rooms_are_stored_in_the_tables_every_database_already_has(pg_url: str) -> None:
+    """The application's name picks its tables: however the application is layered, the
+    rooms go to `duneledger_events`, where every store written so far holds them."""
+    with open_rooms(pg_url) as app:
+        room = app.create_room(layout())["room"]
+    with psycopg.connect(pg_url) as c:
+        row = c.execute("SELECT count(*) FROM duneledger_events WHERE originator_id = %s",
+                        (UUID(room),)).fetchone()
+    assert row is not None and row[0] == 1
+
+
 def test_a_reopened_app_starts_with_one_connection(pg_url: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # An audit's part opens the storage again in a process of its own and runs one
