@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from dune_ledger.infrastructure.observability import first_line
 from scripts.throwaway import ADMIN_URL, throwaway_database
 
 SHARED = ("measured while other agents shared the machine's 2 cores: read the ratios, "
@@ -53,7 +54,7 @@ def pg_reachable(admin_url: str = ADMIN_URL) -> str | None:
         psycopg.connect(admin_url, connect_timeout=3).close()
         return None
     except Exception as e:  # any failure means: skip PostgreSQL with a note
-        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return first_line(e)
 
 
 @contextmanager
