@@ -278,6 +278,9 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "WHERE notification_id > %(after)s "
             "AND notification_id >= (SELECT {schema}.{settled}()))"
         ).format(schema=schema, table=table, settled=settled)
+        self.unread_statement = SQL(
+            "SELECT EXISTS (SELECT 1 FROM {schema}.{table} WHERE notification_id > %(after)s)"
+        ).format(schema=schema, table=table)
         # A store made before (ids from a sequence, under a table lock) takes the new ids
         # as they are: they start above its last. One that runs ahead of this server's
         # transaction ids (restored on another server) is refused: numbering on would
@@ -507,6 +510,14 @@ class RoomsRecorder(PostgresApplicationRecorder):
         return bool(self.rows("held", lambda: self.held_back_statement,
                               {"after": after or 0})[0][0])
 
+    def unread(self, after: int | None) -> bool:
+        """Whether an event after `after` has committed, settled or not. Not settled, a
+        follower reads it once the transactions older than it end; settled, it may have
+        settled just after the follower's last read found nothing: either way the
+        follower reads again."""
+        return bool(self.rows("unread", lambda: self.unread_statement,
+                              {"after": after or 0})[0][0])
+
     def subscribe(self, gt: int | None = None,
                   topics: Sequence[str] = ()) -> Subscription[Any]:
         return RoomsSubscription(recorder=self, gt=gt, topics=topics)
@@ -592,8 +603,9 @@ class RoomsRecorder(PostgresApplicationRecorder):
 
 class RoomsSubscription(PostgresSubscription):
     """The library's LISTEN/NOTIFY subscription, reading again every POLL seconds while
-    an event has committed but not settled (it settles when an older transaction ends,
-    which need not notify), or a notification may have been lost."""
+    an event has committed that it has not read: one not settled yet settles when an
+    older transaction ends, which need not notify, and one may settle just after a read
+    found nothing below the bound (a notification may have been lost, too)."""
 
     POLL = 0.1
 
@@ -606,7 +618,7 @@ class RoomsSubscription(PostgresSubscription):
                     for _ in conn.notifies(timeout=self.POLL, stop_after=1):
                         woken = True
                     recorder = cast("RoomsRecorder", self._recorder)
-                    if woken or recorder.held_back(self._last_notification_id):
+                    if woken or recorder.unread(self._last_notification_id):
                         self._has_been_notified.set()
         except BaseException as e:
             if self._thread_error is None:

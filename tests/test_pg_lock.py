@@ -163,3 +163,28 @@ def test_a_store_whose_ids_run_ahead_of_the_server_is_refused(pg):
         open_rooms(pg)
     with open_rooms(pg, CREATE_TABLE="no") as app:  # what the refusal says: it can be exported
         assert len(list(app.stored_room_ids())) == 1
+
+
+def test_the_subscription_reads_what_settles_without_a_notification(pg):
+    """The LISTEN/NOTIFY follower is told of a room while an older writer is in flight, so
+    its read finds nothing below the bound; the writer's commit sends no notification,
+    yet the room is read once it settles."""
+    from dune_ledger.projections.follow import subscription_runner
+
+    with open_rooms(pg) as app:
+        assert app.read_models is not None
+        app.create_room(TWO_SEATS)
+        runner = subscription_runner(app, app.read_models)
+        try:
+            probe = in_flight_probe(app, pg)
+            later = app.create_room(TWO_SEATS)["room"]
+            time.sleep(0.3)  # notified, read, held back: nothing read yet
+            assert app.read_models.version(later) is None
+            probe.commit()
+            probe.close()
+            deadline = time.monotonic() + 5
+            while app.read_models.version(later) != 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert app.read_models.version(later) == 1
+        finally:
+            runner.__exit__(None, None, None)
