@@ -17,13 +17,12 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.application.seats import token_hash
+from dune_ledger.application.seats import same_secret, token_hash
 from dune_ledger.infrastructure.http_auth import (
     SEAT,
     Served,
     ServedApp,
     client,
-    same_secret,
     token_of,
 )
 from dune_ledger.infrastructure.http_errors import ERRORS, Refused

@@ -91,7 +91,11 @@ class RoomWatch:
         if watched is None:
             watched = Watched()
             self.rooms[room] = watched
-            await asyncio.to_thread(self._refresh, [room])
+            try:
+                await asyncio.to_thread(self._refresh, [room])
+            except BaseException:  # no view read: the next stream of the room reads again
+                self.rooms.pop(room, None)
+                raise
         watched.streams += 1
         watched.seen(seat, +1)
         observability.stream_opened()

@@ -92,6 +92,23 @@ def test_guessing_the_operator_token_is_limited_on_every_operator_route(
         assert other.get("/metrics", headers=auth(ADMIN)).status_code == 200
 
 
+def test_guessing_the_operator_token_on_a_transcript_or_an_unknown_room_is_limited(
+        api: FastAPI) -> None:
+    """The transcript takes a token of the room or the operator's: any other is a guess at
+    the operator token, counted as on the operator routes; so is a guess on a room the
+    server does not know."""
+    with at(api, SITE) as site:
+        room = create(site)["room"]
+        unknown = "00000000-0000-4000-8000-000000000000"
+        for i in range(WRONG_LIMIT - 1):
+            path = f"/rooms/{room}/transcript" if i % 2 else f"/rooms/{unknown}/audit"
+            assert_error(site.get(path, headers=auth(f"guess-{i}")), 401, "unauthorized")
+        assert_error(site.get(f"/rooms/{room}/transcript", headers=auth("guess-last")), 429,
+                     "too_many_attempts")
+        assert_error(site.get(f"/rooms/{room}/transcript", headers=auth(ADMIN)), 429,
+                     "too_many_attempts")
+
+
 def test_a_missing_token_is_401_and_not_counted(api: FastAPI) -> None:
     with at(api, SITE) as site:
         for _ in range(WRONG_LIMIT + 5):
