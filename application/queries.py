@@ -77,7 +77,7 @@ class RoomQueries(RoomStore):
         serve."""
         models = self.read_models
         assert models is not None
-        current = self.peek(room)  # verified (RULES 8), or room_damaged
+        current = self.peek(room)  # as stored now, or room_damaged
         if not distrusted:
             try:
                 stored = models.public_view(room)
@@ -85,7 +85,7 @@ class RoomQueries(RoomStore):
                 stored = None
             if stored is not None and stored.get("version", 0) >= current.version:
                 return None
-        return models.fresh_rows(current.id, self.records(current.id))
+        return models.fresh_rows(current.id, self.verified_records(current.id))
 
     def _served(self, room_id: str, stored: Callable[[ReadModelsPort, str], Any],
                 folded: Callable[[tuple[list[str], dict[str, str]]], Any]) -> Any:

@@ -256,6 +256,19 @@ class RoomStore(Application[UUID]):
                               self.signer)
         return cast("list[Recorded]", stored)
 
+    def verified_records(self, room_id: UUID) -> list[Recorded]:
+        """The room's whole stream, walked by the chain as a load walks it (RULES 8), for
+        a fold of it that serves only what verifies; `room_damaged` when it does not."""
+        records = self.records(room_id)
+        chain = Chain(self.signer, trusted=lambda: self.trusted(room_id))
+        try:
+            for rec in records:
+                chain.step(rec)
+            chain.end()
+        except Damaged as d:
+            raise damaged(room_id, d, self.signer) from None
+        return records
+
     def stored_records(
         self, room_id: UUID, gt: int | None = None, lte: int | None = None
     ) -> list[Recorded | Undecodable]:

@@ -15,8 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dune_ledger.application.audit import audit_room
+from dune_ledger.domain.errors import Rejection
 from dune_ledger.infrastructure.http import create_app
-from tests.support import ADMIN, auth, layout, opened
+from tests.support import ADMIN, auth, drawn, layout, opened, room_key, stored, tables, update
 
 
 def editor(url: str) -> Callable[[str, tuple[Any, ...]], list[Any]]:
@@ -73,6 +74,27 @@ def test_an_edited_seat_view_row_is_never_served(url: str, how: str) -> None:
 
         # The other seats' rows still verify and are served as stored.
         assert app.seat_view(room, "richese")["seat"] == "richese"
+
+
+def test_a_room_folded_in_place_of_a_failed_row_is_walked_by_the_chain(url: str) -> None:
+    """A row that fails its tag sends the read to the room's own events: an edit behind
+    the latest snapshot (which loads never read) is found there, and nothing of the
+    edited stream is served."""
+    sql = editor(url)
+    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+        room = drawn(app)
+        events, _ = tables(app)
+        text = stored(url, f"SELECT state FROM {events} WHERE originator_id = ? "
+                           "AND originator_version = 3", room_key(url, room))
+        update(url, app, room, 3, "state", bytes(text).replace(b'"cmd":null', b'"cmd":"x"'))
+        app.read_models.catch_up()
+        ((row,),) = sql("SELECT view FROM dl_seat_views WHERE room = ? AND seat = 'emperor'",
+                        (room,))
+        sql("UPDATE dl_seat_views SET view = ? WHERE room = ? AND seat = 'emperor'",
+            (forged(row), room))
+        with pytest.raises(Rejection) as refused:
+            app.seat_view(room, "emperor")
+        assert refused.value.code == "room_damaged"
 
 
 def test_an_edited_public_log_entry_is_never_served(url: str) -> None:
