@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from dune_ledger.domain.randomness import ALGORITHM
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.state import RoomState, absent
 from dune_ledger.domain.words import faction
 
 EVENT_TYPES: dict[str, type[Event]] = {}
@@ -84,14 +84,10 @@ class Event(BaseModel):
         return self.type
 
 
-def _absent(value: Any) -> bool:
-    return value is None
-
-
 # An outcome's `rng` (domain.randomness.Rng, dumped): set in a committed room only,
 # and left out of the stored event otherwise, so that a seeded room's events are
 # stored as they were before fair dealing (RULES 9).
-RngField = Field(default=None, exclude_if=_absent)
+RngField = Field(default=None, exclude_if=absent)
 
 
 def rng_public(rng: dict[str, Any] | None) -> dict[str, Any]:

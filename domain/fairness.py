@@ -91,7 +91,7 @@ class EndRoom(c.Command):
 
 
 SYSTEM_COMMANDS.add(EndRoom)
-rules.ALLOWED_DURING_SEARCH += (EndRoom,)  # the operator may end a room at any time
+rules.AT_ANY_TIME.append(EndRoom)  # the operator may end a room at any time
 
 
 @handles(c.SetSeed)

@@ -18,7 +18,7 @@ from dune_ledger.domain.catalog import CARDS, card_objects, is_box
 from dune_ledger.domain.custody import check_own_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event, RngField, rng_public
-from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.rules import AFTER_DISCARD, Tx, handles
 from dune_ledger.domain.state import Control, Decision, RoomState, Search
 from dune_ledger.domain.words import card, faction
 
@@ -313,8 +313,10 @@ def settle_search(tx: Tx, actor: str, search_id: str, card_id: str) -> None:
     tx.emit(SearchClosed(search=search.event, deadline=None if restored is None
                          or restored.remaining is None else tx.deadline(restored.remaining)))
     # RULES 3.6: the Box's final discard (never the retrieved card, never the
-    # shuffle) gives other Semuta holders a window, after the parent is restored.
-    semuta.after_discard(tx, actor, [search.box], discarded)
+    # shuffle) sets off what any discard does (a Semuta window), after the parent is
+    # restored.
+    for follow in AFTER_DISCARD:
+        follow(tx, actor, [search.box], discarded)
 
 
 def candidates(state: RoomState, faction: str) -> list[str] | None:

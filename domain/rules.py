@@ -30,10 +30,11 @@ GATES: list[Callable[[RoomState, str, c.Command], None]] = []
 # calls each with the discarder, the cards and the discard's event id.
 AFTER_DISCARD: list[Callable[[Tx, str, list[str], str], None]] = []
 
-# RULES 3.3: while a search is open only its bound selection and seat control
-# are accepted; everything else is refused before any handler runs.
-# A seat's seed is seat control too (RULES 9); the operator's end is added by its module.
-ALLOWED_DURING_SEARCH: tuple[type[c.Command], ...] = (c.SelectCard, c.SetAutopilot, c.SetSeed)
+# Accepted at any time, an open search or a question awaiting its answer included:
+# seat control (RULES 3.7, a seat's seed: RULES 9); the operator's end is added by its
+# module. While a search is open only these and its bound selection are accepted
+# (RULES 3.3); everything else is refused before any handler runs.
+AT_ANY_TIME: list[type[c.Command]] = [c.SetAutopilot, c.SetSeed]
 # The sender of the commands the worker appends (a window's deadline): no seat.
 SYSTEM = "system"
 SYSTEM_COMMANDS: set[type[c.Command]] = set()  # filled by the rules modules that own them
@@ -132,7 +133,7 @@ def admit(state: RoomState, actor: str, command: c.Command) -> Handler:
         raise Rejection("unknown_seat", "that faction has no seat in this room")
     if state.ended is not None:
         raise Rejection("room_ended", "the room has ended: it takes no more commands")
-    if state.search is not None and not isinstance(command, ALLOWED_DURING_SEARCH):
+    if state.search is not None and not isinstance(command, (c.SelectCard, *AT_ANY_TIME)):
         raise Rejection(
             "locked",
             "a Nullentropy Box search is open: only its owner's selection is accepted",

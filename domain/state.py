@@ -21,7 +21,8 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _absent(value: Any) -> bool:
+def absent(value: Any) -> bool:
+    """A field left out of the stored JSON while it holds nothing."""
     return value is None
 
 
@@ -178,8 +179,8 @@ class AmbassadorEntry(Model):
     effect: str | None  # the token whose effect resolves (a BG token's: the one it copies)
     # Left out of the dump until set, so that the state hash is what it was before they
     # were typed.
-    committed: str | None = Field(default=None, exclude_if=_absent)  # the token triggered
-    receipt: str | None = Field(default=None, exclude_if=_absent)  # the purchase's receipt
+    committed: str | None = Field(default=None, exclude_if=absent)  # the token triggered
+    receipt: str | None = Field(default=None, exclude_if=absent)  # the purchase's receipt
 
 
 class AmbassadorState(Model):
@@ -247,8 +248,8 @@ class RoomState(Model):
     response_seconds: int = 30
     # Left out of the dump while None, so that a seeded or layout room's stored events,
     # snapshots and state hash are what they were before fair dealing.
-    fairness: Fairness | None = Field(default=None, exclude_if=_absent)
-    ended: int | None = Field(default=None, exclude_if=_absent)  # the version of the end
+    fairness: Fairness | None = Field(default=None, exclude_if=absent)
+    ended: int | None = Field(default=None, exclude_if=absent)  # the version of the end
     version: int = 0  # the version of the last applied event
 
     def clone(self) -> RoomState:

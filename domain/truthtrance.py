@@ -26,15 +26,11 @@ from dune_ledger.domain.custody import check_own_card, discard_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
 from dune_ledger.domain.nullentropy import FEE
-from dune_ledger.domain.rules import GATES, Tx, handles
+from dune_ledger.domain.rules import AT_ANY_TIME, GATES, Tx, handles
 from dune_ledger.domain.state import Question, QuestionFacts, Reservation, RoomState
 from dune_ledger.domain.words import faction
 
 REASON = "truthtrance"
-
-# While a question waits, only its answer and seat control are accepted.
-ALLOWED_WHILE_PENDING: tuple[type[c.Command], ...] = (c.AnswerTruthtrance, c.SetAutopilot)
-
 
 def is_truthtrance(card_id: str) -> bool:
     return card_id in CARDS and CARDS[card_id].effect == "truthtrance"
@@ -101,7 +97,9 @@ class TruthtranceAnswered(Event):
 
 
 def answer_first(state: RoomState, actor: str, command: c.Command) -> None:
-    if state.truthtrance is not None and not isinstance(command, ALLOWED_WHILE_PENDING):
+    """While a question waits, only its answer and what is accepted at any time."""
+    if state.truthtrance is not None and \
+            not isinstance(command, (c.AnswerTruthtrance, *AT_ANY_TIME)):
         raise Rejection(
             "truthtrance_pending",
             f"{state.truthtrance.target} must answer the Truthtrance question first",

@@ -11,7 +11,6 @@ nothing else renders state for a player.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from dune_ledger.domain import ambassador, fairness, nullentropy, semuta, truthtrance
@@ -90,11 +89,3 @@ def public_entry(seq: int, version: int, event: Event) -> dict[str, Any] | None:
         return None
     return {"seq": seq, "version": version, "type": event.type, "text": event.text(), **fields}
 
-
-def public_log(events: Iterable[tuple[int, Event]]) -> list[dict[str, Any]]:
-    log: list[dict[str, Any]] = []
-    for version, event in events:
-        entry = public_entry(len(log) + 1, version, event)
-        if entry is not None:
-            log.append(entry)
-    return log

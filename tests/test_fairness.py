@@ -721,3 +721,17 @@ def test_the_operator_may_end_a_room_during_a_search(app):
                                             "card": "baliset"})
     assert refused["error"]["code"] == "room_ended"
     assert verify(transcript(app, room), key_of(app))["ok"]
+
+
+def test_a_question_awaiting_its_answer_lets_seeds_be_set_and_the_room_end(app: Any) -> None:
+    """Answer-first holds the game, not seat control: a seat may set its seed at any time
+    before the end, and the operator may end the room (RULES 9)."""
+    raw = committed_layout()
+    raw["seats"][1]["hand"] = ["karama-1", "truthtrance-1"]
+    room = app.create_room(raw)["room"]
+    ok(app, room, "emperor", {"type": "ask_truthtrance", "card": "truthtrance-1",
+                              "target": "richese", "question": "Will you search?"})
+    assert app.execute(room, "harkonnen", {"type": "draw"})["error"]["code"] == \
+        "truthtrance_pending"
+    ok(app, room, "harkonnen", {"type": "seed", "value": "while it waits"})
+    assert app.end_room(room, "end-1")["ok"]

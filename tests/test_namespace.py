@@ -116,7 +116,7 @@ from dune_ledger.domain import game, events, responses, rules
 def registered():
     return (set(rules.HANDLERS), len(rules.CONTINUATIONS), len(rules.GATES),
             len(rules.AFTER_DISCARD), set(rules.SYSTEM_COMMANDS),
-            set(rules.ALLOWED_DURING_SEARCH), set(responses.KINDS), set(events.EVENT_TYPES))
+            set(rules.AT_ANY_TIME), set(responses.KINDS), set(events.EVENT_TYPES))
 before = registered()
 for path in pathlib.Path(game.__file__).parent.glob("*.py"):
     importlib.import_module(f"dune_ledger.domain.{path.stem}")
