@@ -101,8 +101,9 @@ class Seats:
     def seat_of(self, room_id: str, token: str) -> str | None:
         """Whose token it is: its seat's faction, PUBLIC_VIEW for the room's spectator
         token, None for any other."""
-        seat = self.seat(room_id, token)
-        if seat is None and self.spectator(room_id, token):
+        known, digest = self.of(room_id), token_hash(token)
+        seat = seat_of_hash(known.seats, digest)
+        if seat is None and known.spectator is not None and same_secret(known.spectator, digest):
             return PUBLIC_VIEW
         return seat
 

@@ -217,7 +217,10 @@ class RoomStates:
 
     def __init__(self, cache_size: int) -> None:
         self.cache: LRUCache[str, RoomState] = LRUCache(maxsize=cache_size)
-        self.size = cache_size
+
+    @property
+    def size(self) -> int:
+        return int(self.cache.maxsize)
 
     def clear(self) -> None:
         self.cache.clear()
