@@ -260,7 +260,12 @@ def cmd_room_view(args: argparse.Namespace) -> int:
 
 def cmd_room_log(args: argparse.Namespace) -> int:
     with rooms(args) as app:
-        return query(lambda: app.public_log(args.room))
+
+        def read() -> Any:
+            app.peek(args.room)  # the chain verifies, as for `room view` (RULES 8)
+            return app.public_log(args.room)
+
+        return query(read)
 
 
 def cmd_room_at(args: argparse.Namespace) -> int:

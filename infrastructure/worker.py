@@ -21,7 +21,7 @@ read models' index (`dl_autopilot_rooms`) and loads only those, and each
 projector keeps at most `DUNE_LEDGER_PROJECTION_CACHE` room states in memory
 (an evicted room is read back from its projection's room table).
 
-`dune-ledger serve` runs this same loop in a thread of its own (`in_background`)
+`dune-ledger serve` runs this same loop in a thread of its own (`Background`)
 unless `--no-worker`, so one `serve` is a whole deployment. Several serve
 processes and workers on one store never close a window twice or act twice
 for an autopilot seat: a deadline's command id is `deadline:<event>` and an
@@ -42,6 +42,7 @@ from typing import Any
 
 from dune_ledger.application import autopilot
 from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.infrastructure.observability import first_line
 from dune_ledger.projections.follow import can_subscribe, subscription_runner
 from dune_ledger.projections.read_models import ReadModels
 
@@ -177,7 +178,7 @@ def run_worker(url: str, interval: float, once: bool, *,
             if once or not is_store_gone(e):
                 raise
             log.warning("the store went away (%s); opening it again in %.1f s",
-                        " ".join(str(e).split())[:200] or type(e).__name__, pause)
+                        first_line(e), pause)
         finally:
             if app is not None:
                 try:
@@ -209,8 +210,7 @@ class Background:
         try:
             target()
         except Exception as e:  # the API goes on serving; the log says the worker stopped
-            log.error("the worker stopped: %s", " ".join(str(e).split())[:200]
-                      or type(e).__name__)
+            log.error("the worker stopped: %s", first_line(e))
 
     def start(self) -> Background:
         self.thread.start()

@@ -101,15 +101,6 @@ class Cluster:
                 "XDG_RUNTIME_DIR": str(self.root / "run"),
                 "PG_CONFIG": str(PG_BIN / "pg_config"), "LANG": "C.UTF-8"}
 
-    def autoctl(self, *args: str, timeout: float = 120) -> str:
-        done = subprocess.run([str(PG_AUTOCTL), *args], env=self.env(), cwd=self.root,
-                              user=self.user.pw_uid, group=self.user.pw_gid,
-                              capture_output=True, timeout=timeout, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"pg_autoctl {' '.join(args)}: "
-                               f"{done.stderr.decode(errors='replace')[-2000:]}")
-        return done.stdout.decode()
-
     def spawn(self, name: str, *args: str) -> None:
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
         self.procs[name] = subprocess.Popen(
@@ -131,9 +122,6 @@ class Cluster:
         query = "&".join(f"{k}={v}" for k, v in
                          {"target_session_attrs": "read-write", **options}.items())
         return f"postgresql://{USER}@{hosts}/{dbname}?{query}"
-
-    def node_url(self, name: str, dbname: str = DBNAME) -> str:
-        return f"postgresql://{USER}@127.0.0.1:{self.ports[name]}/{dbname}"
 
     # --- building it ------------------------------------------------------------------
 

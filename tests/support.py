@@ -4,7 +4,6 @@ application's back; a PostgreSQL follower; rooms played for the read models."""
 
 from __future__ import annotations
 
-import json
 import random
 import secrets
 import socket
@@ -13,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -25,6 +23,7 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.game import Tx, decide, initial_state
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.state import RoomState
+from dune_ledger.infrastructure.demo import example as example  # the one reader of examples/
 from dune_ledger.infrastructure.randomness import Source
 from scripts.throwaway import ADMIN_URL, throwaway_database
 
@@ -35,7 +34,6 @@ if TYPE_CHECKING:  # the pure rules tests import this module too: no server libr
     from dune_ledger.projections.read_models import ReadModels
 
 BOX = "nullentropy-box"
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # The fewest events a part of a parallel audit covers, small enough for a test's room.
 PART_MIN = 40
 
@@ -45,12 +43,6 @@ class Counting(Source):
 
     def __init__(self, seed: int = 1) -> None:
         super().__init__(random.Random(seed))
-
-
-def example(name: str) -> dict[str, Any]:
-    """A layout of examples/ (the demo's rooms play `box` and `ambassador`), a fresh copy."""
-    raw: dict[str, Any] = json.loads((EXAMPLES / f"{name}.json").read_text())
-    return raw
 
 
 def layout(**overrides: Any) -> dict[str, Any]:

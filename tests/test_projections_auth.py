@@ -134,7 +134,6 @@ def test_room_view_on_the_command_line_refuses_a_room_whose_chain_broke(
     """The read models were built before the events were edited: they still look fine,
     and `room view` must not serve them (HTTP refuses at its token check)."""
     from dune_ledger.infrastructure.cli import main
-    from tests.support import drawn, update
 
     with opened(url) as app:
         room, other = drawn(app), drawn(app)
@@ -143,5 +142,7 @@ def test_room_view_on_the_command_line_refuses_a_room_whose_chain_broke(
     for view in (["--as", "emperor"], ["--public"]):
         assert main(["--db", url, "room", "view", room, *view]) == 1
         assert main(["--db", url, "room", "view", other, *view]) == 0
+    assert main(["--db", url, "room", "log", room]) == 1  # nor does `room log`
+    assert main(["--db", url, "room", "log", other]) == 0
     err = capfd.readouterr().err
-    assert "Traceback" not in err and err.count("room_damaged") == 2
+    assert "Traceback" not in err and err.count("room_damaged") == 3
