@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from collections.abc import Iterable
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-import dune_ledger.application.stream  # noqa: F401  (registers SeatTokenReissued, a stored event type)
 from dune_ledger.application.rooms import RoomsApp
+
+# The stream's module also registers SeatTokenReissued, a stored event type.
+from dune_ledger.application.stream import APPEND, GENESIS, chain_hash
 from dune_ledger.domain.game import (
     EVENT_TYPES,
     AmbassadorCohortDrawn,
@@ -62,10 +63,8 @@ from dune_ledger.domain.game import (
     words,
 )
 from dune_ledger.infrastructure import strict_json
+from dune_ledger.infrastructure.transfer import FIELDS, export_lines  # the one export format
 
-GENESIS = "0" * 64
-APPEND = b"dune-ledger:append:"
-FIELDS = ("room", "version", "type", "payload", "prev", "hash", "sig")
 CHECKS = ("chain_intact", "signatures", "commitment", "seeds", "shuffles", "draws", "replay")
 STAGE = {"chain_intact": 0, "signatures": 0, "commitment": 1, "seeds": 2, "shuffles": 2,
          "draws": 2, "replay": 2}
@@ -77,8 +76,6 @@ class TranscriptError(ValueError):
 
 def transcript(app: RoomsApp, room_id: str) -> Iterable[bytes]:
     """An ended room's transcript: its export lines. `room_not_ended` before the end."""
-    from dune_ledger.infrastructure.transfer import export_lines  # the one export format
-
     room = app.peek(room_id)
     if room.state.ended is None:
         raise Rejection("room_not_ended", "the room has not ended: its transcript is "
@@ -159,8 +156,7 @@ def _check_lines(lines: list[dict[str, Any]], key: Ed25519PublicKey, report: Rep
             report.fail(version, "chain_intact", "not the next event of this room")
             return None
         text = line["payload"]
-        digest = hashlib.sha256(f"{report.room}:{version}:{line['type']}\n".encode()
-                                + text.encode()).hexdigest()
+        digest = chain_hash(report.room, version, line["type"], text.encode())
         try:
             payload = strict_json.loads(text.encode())
         except ValueError:
