@@ -91,14 +91,13 @@ class SeatTokenReissued(Event):
     """The operator gave a seat a new token; the old one stops working. Only the new
     token's hash is kept (seat tokens are shown once, never stored)."""
 
+    shown = ("seat",)
+
     seat: str
     token_hash: str
 
     def apply(self, state: RoomState) -> None:
         pass  # tokens are the room's custody of its seats, not game state (`Recorded.mutate`)
-
-    def public(self) -> dict[str, Any]:
-        return {"seat": self.seat}
 
     def text(self) -> str:
         return f"{self.seat} was given a new seat token"

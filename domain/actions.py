@@ -44,6 +44,7 @@ from dune_ledger.domain import (
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.rules import Handler, Tx, admit
+from dune_ledger.domain.shapes import Shape, one_of, shape
 from dune_ledger.domain.state import RoomState
 
 Sources = tuple[Callable[[RoomState, str], Iterator[c.Candidate]], ...]
@@ -186,3 +187,25 @@ def _candidates(state: RoomState, me: str) -> Iterator[c.Candidate]:
         return  # the search lock refuses everything else (RULES 3.3)
     for source in (*ANSWERS, *MOVES):
         yield from source(state, me)
+
+
+# --- the shapes (shapes.py) -------------------------------------------------------------
+
+
+def action_shape(command: type[c.Command]) -> type[Shape]:
+    """An action as a view lists it: the command's own fields without `command_id` and
+    `expected_version`, those the seat may write itself (`Command.written`) not always
+    there, and their descriptions under `free`."""
+    fields: dict[str, Any] = {}
+    for name, info in command.model_fields.items():
+        if name in c.Command.model_fields:
+            continue
+        optional = name in command.written or not info.is_required()
+        fields[name] = (info.annotation, None) if optional else info.annotation
+    if command.written:
+        fields["free"] = (shape(f"{command.__name__}Free", {
+            name: (free, None) for name, free in command.written.items()}), None)
+    return shape(f"{command.__name__}Action", fields)
+
+
+Action = one_of("Action", [action_shape(cmd) for cmd in c.COMMANDS.values()], "type")

@@ -22,14 +22,16 @@ finds the stage already moved and cannot reopen a window or buy twice.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
+from dune_ledger.domain.catalog import Faction
 from dune_ledger.domain.custody import can_draw, draw_card
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import Event, RngField, rng_public
+from dune_ledger.domain.events import RNG_SHOWN, Event, RngField, rng_public
 from dune_ledger.domain.responses import WindowKind, open_window, register
 from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.shapes import DecisionShape, Shape, ViewPart, decision
 from dune_ledger.domain.state import (
     AmbassadorEntry,
     AmbassadorState,
@@ -287,10 +289,13 @@ def resolve_bonus(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> N
 
 register(WindowKind(INCOME, resolve_income, says=(
     f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
-    "played now cancels that income: the spice stays in the Bank. The purchase stands.")))
+    "played now cancels that income: the spice stays in the Bank. The purchase stands."),
+    public={"stage": Literal["income"], "payer": Faction, "beneficiary": Faction | None,
+            "amount": int}))
 register(WindowKind(BONUS, resolve_bonus, says=(
     "Harkonnen may draw one more card for this purchase. A Karama played now cancels "
-    "that bonus card. The purchase stands.")))
+    "that bonus card. The purchase stands."),
+    public={"stage": Literal["bonus"], "payer": Faction, "beneficiary": Faction}))
 
 
 def finish(tx: Tx) -> None:
@@ -333,6 +338,8 @@ def _entry(state: RoomState, event: str) -> AmbassadorEntry:
 class TerritoryEntered(Event):
     """Forces entered a territory; the entry itself is never replayed."""
 
+    shown = ("seat", "territory", "via")
+
     seat: str
     territory: str
     via: str
@@ -340,14 +347,13 @@ class TerritoryEntered(Event):
     def apply(self, state: RoomState) -> None:
         pass
 
-    def public(self) -> dict[str, Any]:
-        return {"seat": self.seat, "territory": self.territory, "via": self.via}
-
     def text(self) -> str:
         return f"{faction(self.seat)} entered {place(self.territory)} ({self.via})"
 
 
 class AmbassadorOffered(Event):
+    shown = ("event", "owner", "entrant", "token", "territory", "via")
+
     event: str
     owner: str
     entrant: str
@@ -369,24 +375,19 @@ class AmbassadorOffered(Event):
                 "territory": self.territory, "token": self.token, "entrant": self.entrant}},
         )
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "owner": self.owner, "entrant": self.entrant,
-                "token": self.token, "territory": self.territory, "via": self.via}
-
     def text(self) -> str:
         return (f"{faction(self.entrant)} entered {place(self.territory)}, which holds the "
                 f"{faction(self.token)} ambassador: {faction(self.owner)} may trigger it")
 
 
 class AmbassadorDeclined(Event):
+    shown = ("event",)
+
     event: str
 
     def apply(self, state: RoomState) -> None:
         _entry(state, self.event).stage = "declined"
         state.control.decision = None
-
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event}
 
     def text(self) -> str:
         return "Ecaz declined to trigger the ambassador"
@@ -394,6 +395,8 @@ class AmbassadorDeclined(Event):
 
 class AmbassadorTriggered(Event):
     """The physical token is committed: a BG token leaves the game, others are used."""
+
+    shown = ("event", "token", "territory", "beneficiary")
 
     event: str
     token: str
@@ -412,16 +415,14 @@ class AmbassadorTriggered(Event):
         entry.effect = self.token if self.token != BG else None
         state.control.decision = None
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "token": self.token, "territory": self.territory,
-                "beneficiary": self.beneficiary}
-
     def text(self) -> str:
         return (f"Ecaz triggered the {faction(self.token)} ambassador for "
                 f"{faction(self.beneficiary)}")
 
 
 class AmbassadorCopyOffered(Event):
+    shown = ("event", "decision", "player")
+
     event: str  # the entry
     decision: str  # the id the copy decision binds to
     player: str
@@ -438,14 +439,13 @@ class AmbassadorCopyOffered(Event):
                   "private": {"options": list(self.options)}},
         )
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "decision": self.decision, "player": self.player}
-
     def text(self) -> str:
         return f"{faction(self.player)} may copy an ambassador with the BG token"
 
 
 class AmbassadorCopied(Event):
+    shown = ("event", "token")
+
     event: str
     decision: str
     token: str
@@ -455,9 +455,6 @@ class AmbassadorCopied(Event):
         entry.stage, entry.effect = "cards", self.token
         state.control.decision = None
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "token": self.token}
-
     def text(self) -> str:
         return f"The BG ambassador copies the {faction(self.token)} ambassador"
 
@@ -465,19 +462,20 @@ class AmbassadorCopied(Event):
 class AmbassadorNoEffect(Event):
     """The committed effect had no result. Deliberately says nothing about why."""
 
+    shown = ("event",)
+
     event: str
 
     def apply(self, state: RoomState) -> None:
         _entry(state, self.event).stage = "no_effect"
-
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event}
 
     def text(self) -> str:
         return "The ambassador's effect completed with no result"
 
 
 class PurchasePaid(Event):
+    shown = ("event", "buyer", "amount")
+
     event: str
     buyer: str
     amount: int
@@ -486,15 +484,14 @@ class PurchasePaid(Event):
         state.seat(self.buyer).spice -= self.amount
         state.bank += self.amount
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "buyer": self.buyer, "amount": self.amount}
-
     def text(self) -> str:
         return (f"{faction(self.buyer)} paid {self.amount} spice to the Spice Bank for a "
                 "Treachery card")
 
 
 class ReceiptStaged(Event):
+    shown = ("event", "buyer", "amount", "emperor", "stage")
+
     event: str
     buyer: str
     card: str  # private to the buyer
@@ -510,15 +507,13 @@ class ReceiptStaged(Event):
         entry = _entry(state, self.event)
         entry.stage, entry.receipt = self.stage, self.event
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "buyer": self.buyer, "amount": self.amount,
-                "emperor": self.emperor, "stage": self.stage}
-
     def text(self) -> str:
         return f"{faction(self.buyer)} bought a Treachery card through the Richese ambassador"
 
 
 class ReceiptAdvanced(Event):
+    shown = ("event", "stage")
+
     event: str
     stage: str
 
@@ -530,14 +525,13 @@ class ReceiptAdvanced(Event):
         if entry is not None and entry.event == self.event:
             entry.stage = self.stage
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "stage": self.stage}
-
     def text(self) -> str:
         return f"The ambassador purchase moved on to {self.stage}"
 
 
 class EmperorIncomePaid(Event):
+    shown = ("event", "emperor", "amount")
+
     event: str
     emperor: str
     amount: int
@@ -546,14 +540,13 @@ class EmperorIncomePaid(Event):
         state.bank -= self.amount
         state.seat(self.emperor).spice += self.amount
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "emperor": self.emperor, "amount": self.amount}
-
     def text(self) -> str:
         return f"The Spice Bank paid {self.amount} spice to the {faction(self.emperor)}"
 
 
 class HarkonnenBonusResolved(Event):
+    shown_as = {"event": str, "seat": str, "drawn": bool}
+
     event: str
     seat: str
     card: str | None  # private to the buyer
@@ -573,14 +566,13 @@ class HarkonnenBonusResolved(Event):
 
 
 class AmbassadorEntryClosed(Event):
+    shown = ("event",)
+
     event: str
 
     def apply(self, state: RoomState) -> None:
         _entry(state, self.event)
         _amb(state).entry = None
-
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event}
 
     def text(self) -> str:
         return "The ambassador entry is resolved"
@@ -589,6 +581,8 @@ class AmbassadorEntryClosed(Event):
 class WormResumed(Event):
     """The worm's continuation resumes, once; the entry itself is not replayed."""
 
+    shown = ("event", "seat", "territory")
+
     event: str
     seat: str
     territory: str
@@ -596,15 +590,14 @@ class WormResumed(Event):
     def apply(self, state: RoomState) -> None:
         pass
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "seat": self.seat, "territory": self.territory}
-
     def text(self) -> str:
         return f"The worm carrying {faction(self.seat)} resumes from {place(self.territory)}"
 
 
 class AmbassadorCohortDrawn(Event):
     """Ecaz's five were all spent: five new ones, drawn from the returned and unused tokens."""
+
+    shown_as = {"count": int, "rng": RNG_SHOWN}
 
     cohort: list[str]
     supply: list[str]
@@ -645,16 +638,16 @@ def decision_says(kind: str, public: dict[str, Any]) -> str | None:
 
 
 def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
-    """The open decision and the entry being resolved, public; in a seat's view also its
-    own decision's private facts (a BG copy pool) and its own receipts."""
-    part: dict[str, Any] = {"decision": _decision_view(state.control.decision, seat),
-                            "ambassador": _ambassador_view(state)}
+    """The entry being resolved, public; in a seat's view also its own receipts."""
+    part: dict[str, Any] = {"ambassador": _ambassador_view(state)}
     if seat is not None:
         part["receipts"] = [r.model_dump(mode="json") for r in state.receipts if r.buyer == seat]
     return part
 
 
-def _decision_view(d: Decision | None, seat: str | None) -> dict[str, Any] | None:
+def decision_view(d: Decision | None, seat: str | None) -> dict[str, Any] | None:
+    """An open decision (`views`), public; in its player's view also its private facts
+    (a BG copy pool)."""
     if d is None:
         return None
     public = d.data.get("public", {})
@@ -692,6 +685,57 @@ def _entry_view(state: RoomState, entry: AmbassadorEntry | None) -> dict[str, An
         "amount": 0 if receipt is None else receipt.amount,
         "cards": 0 if receipt is None else 1 + (receipt.bonus is not None),
     }
+
+
+class AmbassadorEntryShown(Shape):
+    event: str
+    entrant: Faction
+    token: str
+    territory: str
+    via: str
+    stage: str
+    beneficiary: Faction | None
+    payer: Faction | None
+    amount: int
+    cards: int
+
+
+class AmbassadorsShown(Shape):
+    placed: dict[str, str]  # territory -> token
+    used: list[str]
+    removed: list[str]
+    cohort_count: int
+    entry: AmbassadorEntryShown | None
+
+
+class ReceiptShown(Shape):
+    event: str
+    buyer: Faction
+    card: str
+    amount: int
+    emperor: Faction | None
+    stage: str
+    bonus: str | None
+
+
+@decision
+class AmbassadorDecision(DecisionShape):
+    kind: Literal["ambassador"]
+    territory: str
+    token: str
+    entrant: Faction
+    says: str
+
+
+@decision
+class AmbassadorCopyDecision(DecisionShape):
+    kind: Literal["ambassador_copy"]
+    says: str
+    options: list[str] = []  # the copy pool: its player's view only
+
+
+VIEW = ViewPart(view_part, public={"ambassador": AmbassadorsShown | None},
+                seat={"receipts": list[ReceiptShown]})
 
 
 # --- the actions (domain/actions.py keeps those the rules accept) ---------------------

@@ -12,7 +12,7 @@ store and the read models encode (64-bit integers).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -26,6 +26,7 @@ from pydantic import (
 
 from dune_ledger.domain.catalog import Faction
 from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.shapes import FreeCard, FreeChoice, FreeSpicePromise, FreeText, Shape
 
 # RULES 8: spice, the Bank, prices, reservations and promises.
 SPICE_MAX = 1_000_000
@@ -49,6 +50,8 @@ Candidate = tuple[Action, dict[str, Any]]
 
 class Command(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # The fields an action leaves to the seat, described under its `free` (their shapes).
+    written: ClassVar[dict[str, type[Shape]]] = {}
     command_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     expected_version: Count | None = None
 
@@ -65,6 +68,7 @@ class SelectCard(Command):
 
 
 class SetAutopilot(Command):
+    written = {"profile": FreeChoice}
     type: Literal["set_autopilot"]
     enabled: bool
     profile: Literal["easy", "medium", "hard", "brutal"] | None = None
@@ -99,6 +103,7 @@ class AnswerGift(Command):
 
 
 class AskTruthtrance(Command):
+    written = {"question": FreeText}
     type: Literal["ask_truthtrance"]
     card: CardId
     target: Faction
@@ -133,6 +138,7 @@ Promise = Annotated[
 
 
 class AnswerTruthtrance(Command):
+    written = {"promise": FreeSpicePromise}
     type: Literal["answer_truthtrance"]
     event: EventId
     answer: Literal["yes", "no"]
@@ -140,6 +146,7 @@ class AnswerTruthtrance(Command):
 
 
 class EnterTerritory(Command):
+    written = {"territory": FreeText, "via": FreeChoice}
     type: Literal["enter_territory"]
     territory: Annotated[str, Field(min_length=1, max_length=64)]
     via: Literal["shipment", "movement", "worm"]
@@ -173,6 +180,7 @@ class Semuta(Command):
 
 
 class GuildStop(Command):
+    written = {"card": FreeCard}
     type: Literal["guild_stop"]
     card: CardId
 
@@ -180,6 +188,7 @@ class GuildStop(Command):
 class SetSeed(Command):
     """A seat's seed (RULES 9): 1 to 64 printable ASCII characters, public."""
 
+    written = {"value": FreeText}
     type: Literal["seed"]
     value: Annotated[str, Field(pattern=r"^[\x20-\x7e]{1,64}$")]
 

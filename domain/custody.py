@@ -16,7 +16,7 @@ from typing import Any, get_args
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.catalog import CARDS
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import Event, RngField, rng_public
+from dune_ledger.domain.events import RNG_SHOWN, Event, RngField, rng_public
 from dune_ledger.domain.rules import AFTER_DISCARD, Tx, handles
 from dune_ledger.domain.state import Profile, RoomState
 from dune_ledger.domain.words import card, faction
@@ -24,6 +24,8 @@ from dune_ledger.domain.words import card, faction
 
 class DeckShuffled(Event):
     """A committed room's deck, shuffled late (RULES 9), top first: private."""
+
+    shown_as = {"count": int, "rng": RNG_SHOWN}
 
     order: list[str]
     rng: dict[str, Any] | None = RngField
@@ -41,6 +43,8 @@ class DeckShuffled(Event):
 
 
 class CardDrawn(Event):
+    shown = ("seat",)
+
     seat: str
     card: str
 
@@ -49,15 +53,14 @@ class CardDrawn(Event):
         state.deck.pop(0)
         state.seat(self.seat).hand.append(self.card)
 
-    def public(self) -> dict[str, Any]:
-        return {"seat": self.seat}
-
     def text(self) -> str:
         return f"{faction(self.seat)} drew a card"
 
 
 class DiscardReshuffled(Event):
     """The empty deck was refilled from the whole discard pile, in this order."""
+
+    shown_as = {"count": int, "rng": RNG_SHOWN}
 
     order: list[str]
     rng: dict[str, Any] | None = RngField
@@ -76,6 +79,9 @@ class DiscardReshuffled(Event):
 
 
 class CardDiscarded(Event):
+    # A discard is played face up: the card is public from now on.
+    shown = ("seat", "card")
+
     seat: str
     card: str
 
@@ -85,23 +91,18 @@ class CardDiscarded(Event):
         if self.card in state.pile_unseen:
             state.pile_unseen.remove(self.card)
 
-    def public(self) -> dict[str, Any]:
-        # A discard is played face up: the card is public from now on.
-        return {"seat": self.seat, "card": self.card}
-
     def text(self) -> str:
         return f"{faction(self.seat)} discarded {card(self.card)}"
 
 
 class AutopilotSet(Event):
+    shown = ("seat", "profile")
+
     seat: str
     profile: str | None
 
     def apply(self, state: RoomState) -> None:
         state.seat(self.seat).autopilot = self.profile  # type: ignore[assignment]
-
-    def public(self) -> dict[str, Any]:
-        return {"seat": self.seat, "profile": self.profile}
 
     def text(self) -> str:
         if self.profile is None:

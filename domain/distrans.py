@@ -12,7 +12,6 @@ ordinary single-seat discard: Semuta may react.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.catalog import CARDS
@@ -29,6 +28,8 @@ def is_distrans(card_id: str) -> bool:
 
 
 class CardGiven(Event):
+    shown = ("seat", "to", "via")
+
     seat: str
     to: str
     card: str  # private to the two seats
@@ -37,9 +38,6 @@ class CardGiven(Event):
     def apply(self, state: RoomState) -> None:
         state.seat(self.seat).hand.remove(self.card)
         state.seat(self.to).hand.append(self.card)
-
-    def public(self) -> dict[str, Any]:
-        return {"seat": self.seat, "to": self.to, "via": self.via}
 
     def text(self) -> str:
         return f"{faction(self.seat)} gave a card to {faction(self.to)} with {card(self.via)}"

@@ -6,8 +6,9 @@ in its module. `game` imports every one, so the registry is complete once it is.
 
 `apply` runs on every replay, so it never validates, draws randomness or
 reads anything but the event and the state. `public` returns the fields any
-seat may see (None: the event is not shown publicly at all); `text` is the
-public log line. Every subclass registers itself by class name, which is
+seat may see (None: the event is not shown publicly at all): its own fields
+named in `shown`, unless it computes them (then `shown_as` declares their
+shapes); `text` is the public log line. Every subclass registers itself by class name, which is
 also its stored type name.
 
 To change an event's meaning, add a new class or bump `schema_version` and
@@ -16,12 +17,13 @@ write `upcast`: stored streams must keep replaying as they were recorded.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dune_ledger.domain.randomness import ALGORITHM
-from dune_ledger.domain.state import RoomState, absent
+from dune_ledger.domain.shapes import Shape
+from dune_ledger.domain.state import Mode, RoomState, absent
 from dune_ledger.domain.words import faction
 
 EVENT_TYPES: dict[str, type[Event]] = {}
@@ -37,6 +39,11 @@ _set_dict, _set_fields_set, _set_extra, _set_private = (
 class Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     schema_version: ClassVar[int] = 1
+    # What `public` shows: these fields as they are, or (`shown_as`) the shape of each
+    # field a `public` of its own computes (a bare type: always there; `(type, None)`:
+    # at times left out).
+    shown: ClassVar[tuple[str, ...] | None] = ()  # None: never shown (no log entry)
+    shown_as: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -78,7 +85,16 @@ class Event(BaseModel):
         raise NotImplementedError
 
     def public(self) -> dict[str, Any] | None:
-        return {}
+        if self.shown is None:
+            return None
+        return {name: getattr(self, name) for name in self.shown}
+
+    @classmethod
+    def public_fields(cls) -> dict[str, Any]:
+        """The shape of each field `public` shows (`shapes.py`)."""
+        fields = cls.__pydantic_fields__
+        return {**{name: (fields[name].annotation, ...) for name in cls.shown or ()},
+                **cls.shown_as}
 
     def text(self) -> str:
         return self.type
@@ -88,6 +104,18 @@ class Event(BaseModel):
 # and left out of the stored event otherwise, so that a seeded room's events are
 # stored as they were before fair dealing (RULES 9).
 RngField = Field(default=None, exclude_if=absent)
+
+
+class RngShown(Shape):
+    """An outcome's public `rng` (RULES 9.5)."""
+
+    version: int
+    call: int
+    mix: str
+
+
+# The shape of `rng_public`: left out in a seeded or layout room.
+RNG_SHOWN = (RngShown, None)
 
 
 def rng_public(rng: dict[str, Any] | None) -> dict[str, Any]:
@@ -111,9 +139,19 @@ class DeadlineSinceV2:
 # --- the room -------------------------------------------------------------
 
 
+class Commitment(Shape):
+    """A committed room's public commitment (RULES 9.2)."""
+
+    mode: Literal["committed"]
+    algorithm: str
+    commitment: str
+
+
 class RoomCreated(Event):
     """The whole initial position, including the deck order a shuffle produced."""
 
+    shown_as = {"mode": Mode, "expansions": list[str], "turn": int, "phase": int,
+                "seats": list[str], "fairness": (Commitment, None), "rng": RNG_SHOWN}
     state: dict[str, Any]
     rng: dict[str, Any] | None = RngField  # a committed room's cohort, drawn at creation
 

@@ -19,12 +19,14 @@ from typing import Any, Literal
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import rules
 from dune_ledger.domain.ambassador import TOKENS, AmbassadorCohortDrawn
+from dune_ledger.domain.catalog import Faction
 from dune_ledger.domain.custody import DeckShuffled, DiscardReshuffled
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event, RoomCreated
 from dune_ledger.domain.nullentropy import PileShuffled
 from dune_ledger.domain.randomness import ALGORITHM, Derived, Randomness, commitment, mix
 from dune_ledger.domain.rules import SYSTEM_COMMANDS, Tx, handles
+from dune_ledger.domain.shapes import Shape, ViewPart
 from dune_ledger.domain.state import Fairness, RoomState
 
 
@@ -61,6 +63,19 @@ def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     return {"fairness": {"mode": "committed", "algorithm": ALGORITHM, "commitment": f.commitment,
                          "seeds": dict(f.seeds),
                          "secret": f.secret if state.ended is not None else None}}
+
+
+class FairnessShown(Shape):
+    """RULES 9: how the room's outcomes are made, and what lets anyone check them."""
+
+    mode: Literal["committed", "seeded", "layout"]
+    algorithm: str | None
+    commitment: str | None  # sha256 of the secret, 64 hex (committed)
+    seeds: dict[Faction, str | None]
+    secret: str | None  # published once the room has ended
+
+
+VIEW = ViewPart(view_part, public={"fairness": FairnessShown})
 
 
 def kept_state(state: RoomState) -> str:
@@ -116,15 +131,14 @@ def end_room(tx: Tx, actor: str, cmd: EndRoom) -> None:
 
 
 class SeatSeedSet(Event):
+    shown = ("seat", "value")
+
     seat: str
     value: str
 
     def apply(self, state: RoomState) -> None:
         assert state.fairness is not None
         state.fairness.seeds[self.seat] = self.value
-
-    def public(self) -> dict[str, Any]:
-        return {"seat": self.seat, "value": self.value}
 
     def text(self) -> str:
         return f"{self.seat} set its seed to {self.value!r}"
@@ -135,6 +149,8 @@ class RoomEnded(Event):
     lets anyone derive every shuffle again; `state_hash` is the state it ended in, which
     a verifier's replay must reach (private, like the state)."""
 
+    shown = ("secret",)
+
     secret: str | None
     state_hash: str
 
@@ -142,9 +158,6 @@ class RoomEnded(Event):
         state.ended = state.version + 1
         if state.fairness is not None and self.secret is not None:
             state.fairness.secret = self.secret  # published: a read model's state lacked it
-
-    def public(self) -> dict[str, Any]:
-        return {"secret": self.secret}
 
     def text(self) -> str:
         return "The room ended" + (": its secret is published" if self.secret else "")

@@ -17,12 +17,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
-from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.catalog import CARDS, Faction
 from dune_ledger.domain.custody import check_own_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
 from dune_ledger.domain.responses import WindowKind, register
 from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.shapes import CardFace
 from dune_ledger.domain.state import GiftFacts, GiftOffer, ResponseWindow, RoomState
 from dune_ledger.domain.words import faction
 
@@ -67,7 +68,8 @@ def _answers(state: RoomState, window: ResponseWindow, seat: str) -> Iterator[c.
 register(WindowKind(
     KIND, _never_resolved, asked=_ally, command="answer_gift", expire=None, answers=_answers,
     says="Accepting puts the offered card in your hand; refusing leaves it with Richese.",
-    shown=_card_shown))
+    shown=_card_shown, public={"giver": Faction, "to": Faction},
+    shows={"card": (CardFace, None)}))
 
 
 def _clear(state: RoomState, event: str) -> None:
@@ -80,6 +82,8 @@ def _clear(state: RoomState, event: str) -> None:
 
 class GiftOffered(Event):
     """v2: the offer is the room's response (v1: `state.gift`, kept for old streams)."""
+
+    shown = ("event", "giver", "to")
 
     schema_version = 2
     event: str  # this event's own id: the answer quotes it
@@ -109,14 +113,13 @@ class GiftOffered(Event):
                   "public": {"giver": self.giver, "to": self.to}},
         )
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "giver": self.giver, "to": self.to}
-
     def text(self) -> str:
         return f"{faction(self.giver)} offered a card to {faction(self.to)}"
 
 
 class GiftAccepted(Event):
+    shown = ("event", "giver", "to")
+
     event: str
     giver: str
     to: str
@@ -127,23 +130,19 @@ class GiftAccepted(Event):
         state.seat(self.to).hand.append(self.card)
         _clear(state, self.event)
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "giver": self.giver, "to": self.to}
-
     def text(self) -> str:
         return f"{faction(self.to)} accepted the card {faction(self.giver)} offered"
 
 
 class GiftDeclined(Event):
+    shown = ("event", "giver", "to")
+
     event: str
     giver: str
     to: str
 
     def apply(self, state: RoomState) -> None:
         _clear(state, self.event)
-
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "giver": self.giver, "to": self.to}
 
     def text(self) -> str:
         return f"{faction(self.to)} declined the card {faction(self.giver)} offered"

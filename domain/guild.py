@@ -21,7 +21,6 @@ as evidence.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.errors import Rejection
@@ -41,6 +40,8 @@ class ShippingCostClaimed(Event):
     """A Box retrieved the exact cost card: its refund is spent for ever. Only in
     streams recorded before CardRetrieved v2 carried the claim; never emitted now."""
 
+    shown = None  # which card a search took stays private to its owner (RULES 3.4)
+
     card: str
     search: str
 
@@ -49,15 +50,13 @@ class ShippingCostClaimed(Event):
         assert rec is not None
         rec.claimed = True
 
-    def public(self) -> None:
-        # Which card a search took stays private to its owner (RULES 3.4).
-        return None
-
     def text(self) -> str:
         return "A shipping cost was claimed"
 
 
 class ShipmentStopped(Event):
+    shown = ("card", "creator", "refunded")
+
     card: str
     creator: str
     refunded: bool
@@ -67,9 +66,6 @@ class ShipmentStopped(Event):
         assert rec is not None
         rec.stopped = True
 
-    def public(self) -> dict[str, Any]:
-        return {"card": self.card, "creator": self.creator, "refunded": self.refunded}
-
     def text(self) -> str:
         outcome = "its cost is refunded" if self.refunded else "nothing is refunded"
         return (f"The Guild stopped {faction(self.creator)}'s shipment paid with "
@@ -77,6 +73,9 @@ class ShipmentStopped(Event):
 
 
 class ShippingCostRefunded(Event):
+    # The card left the face-up pile: public, like every discard.
+    shown = ("card", "creator")
+
     card: str
     creator: str
 
@@ -86,10 +85,6 @@ class ShippingCostRefunded(Event):
         state.discard.remove(self.card)
         state.seat(self.creator).hand.append(self.card)
         rec.claimed = True
-
-    def public(self) -> dict[str, Any]:
-        # The card left the face-up pile: public, like every discard.
-        return {"card": self.card, "creator": self.creator}
 
     def text(self) -> str:
         return f"{card(self.card)} went back from the discard pile to {faction(self.creator)}"

@@ -10,20 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import guild, semuta
-from dune_ledger.domain.catalog import CARDS, card_objects, is_box
+from dune_ledger.domain.catalog import CARDS, Faction, card_objects, is_box
 from dune_ledger.domain.custody import check_own_card
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import DeadlineSinceV2, Event, RngField, rng_public
+from dune_ledger.domain.events import RNG_SHOWN, DeadlineSinceV2, Event, RngField, rng_public
 from dune_ledger.domain.rules import AFTER_DISCARD, Tx, handles
+from dune_ledger.domain.shapes import CardFace, DecisionShape, Shape, ViewPart, decision
 from dune_ledger.domain.state import Control, Decision, RoomState, Search
 from dune_ledger.domain.words import card, faction
 
 
 class FeePaid(Event):
+    shown = ("seat", "amount", "card")
+
     seat: str
     amount: int
     card: str  # the card whose effect costs the fee
@@ -31,9 +34,6 @@ class FeePaid(Event):
     def apply(self, state: RoomState) -> None:
         state.seat(self.seat).spice -= self.amount
         state.bank += self.amount
-
-    def public(self) -> dict[str, Any]:
-        return {"seat": self.seat, "amount": self.amount, "card": self.card}
 
     def text(self) -> str:
         return (f"{faction(self.seat)} paid {self.amount} spice to the Spice Bank for "
@@ -43,6 +43,8 @@ class FeePaid(Event):
 class PromiseFulfilled(Event):
     """A Truthtrance promise of this Box activation was kept by paying its fee."""
 
+    shown = ("seat", "box")
+
     seat: str
     box: str
 
@@ -51,14 +53,13 @@ class PromiseFulfilled(Event):
             r for r in state.reservations if not (r.faction == self.seat and r.box == self.box)
         ]
 
-    def public(self) -> dict[str, Any]:
-        return {"seat": self.seat, "box": self.box}
-
     def text(self) -> str:
         return f"{faction(self.seat)} kept the promise to activate {card(self.box)}"
 
 
 class SearchOpened(Event):
+    shown = ("search", "owner", "box")
+
     search: str
     owner: str
     box: str
@@ -91,9 +92,6 @@ class SearchOpened(Event):
             )
         )
 
-    def public(self) -> dict[str, Any]:
-        return {"search": self.search, "owner": self.owner, "box": self.box}
-
     def text(self) -> str:
         return f"{faction(self.owner)} opened a paid Nullentropy Box search"
 
@@ -103,6 +101,8 @@ class CardRetrieved(Event):
     shipping cost, whose refund is now spent for ever (RULES 3.5). In v1 a
     `ShippingCostClaimed` event of its own followed, so the version numbers told
     everyone which card was taken."""
+
+    shown = ("search", "seat")
 
     schema_version = 2
     search: str
@@ -124,14 +124,13 @@ class CardRetrieved(Event):
                 if rec.card == self.card:
                     rec.claimed = True
 
-    def public(self) -> dict[str, Any]:
-        return {"search": self.search, "seat": self.seat}
-
     def text(self) -> str:
         return f"{faction(self.seat)} took a card from the discard pile"
 
 
 class PileShuffled(Event):
+    shown_as = {"search": str, "count": int, "rng": RNG_SHOWN}
+
     search: str
     order: list[str]  # the resulting pile, bottom first: private
     rng: dict[str, Any] | None = RngField
@@ -147,6 +146,8 @@ class PileShuffled(Event):
 
 
 class BoxDiscarded(Event):
+    shown = ("search", "seat", "card")
+
     search: str
     seat: str
     card: str
@@ -155,9 +156,6 @@ class BoxDiscarded(Event):
         state.seat(self.seat).hand.remove(self.card)
         state.discard.append(self.card)
 
-    def public(self) -> dict[str, Any]:
-        return {"search": self.search, "seat": self.seat, "card": self.card}
-
     def text(self) -> str:
         return f"{faction(self.seat)} discarded {card(self.card)} on top of the discard pile"
 
@@ -165,6 +163,8 @@ class BoxDiscarded(Event):
 class SearchClosed(DeadlineSinceV2, Event):
     """The search ended: the control it suspended is restored exactly. v2: a
     suspended window's new deadline, its remaining time from now (v1: none)."""
+
+    shown = ("search",)
 
     schema_version = 2
     search: str
@@ -177,9 +177,6 @@ class SearchClosed(DeadlineSinceV2, Event):
         window = state.control.response
         if window is not None and window.remaining is not None:
             window.deadline, window.remaining = self.deadline, None
-
-    def public(self) -> dict[str, Any]:
-        return {"search": self.search}
 
     def text(self) -> str:
         return "The search closed and the game resumed where it was"
@@ -384,6 +381,39 @@ def _control(state: RoomState, faction: str) -> dict[str, Any] | None:
     if exchange:
         control["notice"] = FULL_HAND_NOTICE
     return control
+
+
+class SearchShown(Shape):
+    """The open search, public: never a card of the pile."""
+
+    event: str
+    owner: Faction
+    box: str
+
+
+class CandidatesShown(Shape):
+    event: str
+    cards: list[CardFace] | None
+
+
+class BoxShown(Shape):
+    """The owner's Box control."""
+
+    card: CardFace
+    blocked: str | None  # the code `begin_search` would be refused with now
+    says: str
+    full_hand_exchange: bool
+    search: CandidatesShown | None
+    notice: str = FULL_HAND_NOTICE  # with a full-hand exchange only
+
+
+@decision
+class SearchDecision(DecisionShape):
+    kind: Literal["nullentropy"]
+
+
+VIEW = ViewPart(view_part, public={"search": SearchShown | None},
+                seat={"nullentropy": BoxShown | None})
 
 
 def forget_closed(view: dict[str, Any], now: RoomState) -> None:

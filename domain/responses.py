@@ -20,7 +20,7 @@ its deadline does. Every kind registers its words, what its view adds
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -31,6 +31,7 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event
 from dune_ledger.domain.randomness import Randomness
 from dune_ledger.domain.rules import SYSTEM, SYSTEM_COMMANDS, Tx, continuation, decide, handles
+from dune_ledger.domain.shapes import Shape, WindowShape, shape
 from dune_ledger.domain.state import ResponseWindow, RoomState
 from dune_ledger.domain.words import card, faction, window
 
@@ -96,6 +97,16 @@ class WindowKind:
     says: str | None = None  # what answering does, said before one answers (the pages show it)
     shown: Shown | None = None
     answers: Answers = karama_answers
+    # The shapes of what its view adds: its public facts (`data["public"]`), and what
+    # `shown` adds (a field left out at times: `(type, None)`).
+    public: dict[str, Any] = field(default_factory=dict)
+    shows: dict[str, Any] = field(default_factory=dict)
+
+    def shape(self) -> type[Shape]:
+        """Its window as a view shows it (INTERFACE "Views": `response`)."""
+        name = "".join(part.title() for part in self.name.split("_")) + "Window"
+        kind: Any = Literal[self.name]
+        return shape(name, {"kind": kind, **self.public, **self.shows}, WindowShape)
 
 
 KINDS: dict[str, WindowKind] = {}
@@ -250,11 +261,25 @@ class ResponseWindowOpened(DeadlineSinceV2, Event):
         return {"event": self.event, "kind": self.kind, "deadline": self.deadline,
                 **self.data.get("public", {})}
 
+    @classmethod
+    def public_fields(cls) -> dict[str, Any]:
+        # The Karama kinds open with this event (the others have their own): each one's
+        # public facts, there only for its kind.
+        facts: dict[str, Any] = {}
+        for kind in KINDS.values():
+            if kind.command == "respond":
+                for name, fact in kind.public.items():
+                    facts[name] = fact if name not in facts else facts[name] | fact
+        return {"event": str, "kind": str, "deadline": str | None,
+                **{name: (fact, None) for name, fact in facts.items()}}
+
     def text(self) -> str:
         return f"A response window opened: {window(self.kind)}"
 
 
 class ResponsePassed(Event):
+    shown = ("event", "seat")
+
     event: str
     seat: str
 
@@ -263,15 +288,14 @@ class ResponsePassed(Event):
         assert w is not None and w.event == self.event
         w.passes.append(self.seat)  # type: ignore[arg-type]
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "seat": self.seat}
-
     def text(self) -> str:
         return f"{faction(self.seat)} passed"
 
 
 class ResponseCancelled(Event):
     """A seat cancelled the advantage with this card (played face up)."""
+
+    shown = ("event", "kind", "seat", "card")
 
     event: str
     kind: str
@@ -283,15 +307,14 @@ class ResponseCancelled(Event):
         assert w is not None and w.event == self.event
         state.control.response = None
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "kind": self.kind, "seat": self.seat, "card": self.card}
-
     def text(self) -> str:
         return f"{faction(self.seat)} cancelled it with {card(self.card)}"
 
 
 class ResponseWindowClosed(Event):
     """Nobody cancelled: the advantage is allowed."""
+
+    shown = ("event", "kind")
 
     event: str
     kind: str
@@ -301,9 +324,6 @@ class ResponseWindowClosed(Event):
         assert w is not None and w.event == self.event
         state.control.response = None
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "kind": self.kind}
-
     def text(self) -> str:
         return f"Nobody cancelled {window(self.kind)}: it is allowed"
 
@@ -311,15 +331,14 @@ class ResponseWindowClosed(Event):
 class ResponseDeadlinePassed(Event):
     """The worker found the window past its deadline: its close follows in this append."""
 
+    shown = ("event", "kind")
+
     event: str
     kind: str
 
     def apply(self, state: RoomState) -> None:
         w = state.control.response
         assert w is not None and w.event == self.event
-
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "kind": self.kind}
 
     def text(self) -> str:
         return f"Time ran out on {window(self.kind)}"

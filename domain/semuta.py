@@ -34,12 +34,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from dune_ledger.domain import commands as c
-from dune_ledger.domain.catalog import CARDS, card_objects
+from dune_ledger.domain.catalog import CARDS, Faction, card_objects
 from dune_ledger.domain.custody import check_own_card, discard_card
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event
 from dune_ledger.domain.responses import WindowKind, holding_cards, register
 from dune_ledger.domain.rules import AFTER_DISCARD, Tx, continuation, handles
+from dune_ledger.domain.shapes import CardFace, Shape, ViewPart
 from dune_ledger.domain.state import ResponseWindow, RoomState, SemutaQueue
 from dune_ledger.domain.words import card, faction
 
@@ -135,7 +136,7 @@ register(WindowKind(
     KIND, _never_resolved, asked=asked, command="semuta", expire=close, answers=_answers,
     says=("The holder of the Semuta Drug may take the discarded card and then discards "
           "Semuta; anyone else can only pass."),
-    shown=_passes_shown))
+    shown=_passes_shown, public={"discarder": Faction, "cards": list[str]}))
 
 
 # --- events -------------------------------------------------------------------
@@ -143,6 +144,8 @@ register(WindowKind(
 
 class SemutaReactionQueued(Event):
     """A discard another seat may take with Semuta: its window waits for the slot."""
+
+    shown = ("event", "discarder", "cards")
 
     event: str  # the discard event it is bound to
     discarder: str
@@ -158,9 +161,6 @@ class SemutaReactionQueued(Event):
         )
         state.semuta = SemutaQueue(queue=[*queue(state), window])
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "discarder": self.discarder, "cards": list(self.cards)}
-
     def text(self) -> str:
         return f"Semuta may react to {faction(self.discarder)}'s discard"
 
@@ -168,6 +168,8 @@ class SemutaReactionQueued(Event):
 class SemutaWindowOpened(DeadlineSinceV2, Event):
     """The response slot is free: the oldest waiting Semuta window opens. v2: with
     its deadline (v1 windows had none)."""
+
+    shown = ("event", "deadline")
 
     schema_version = 2
     event: str
@@ -180,9 +182,6 @@ class SemutaWindowOpened(DeadlineSinceV2, Event):
         state.control.response = window
         state.semuta = SemutaQueue(queue=rest) if rest else None
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "deadline": self.deadline}
-
     def text(self) -> str:
         return "A Semuta window opened"
 
@@ -190,6 +189,8 @@ class SemutaWindowOpened(DeadlineSinceV2, Event):
 class SemutaPassed(Event):
     """v2: public, since every seat with a card is asked. A v1 pass stays private:
     then only Semuta holders were asked, so it would name one."""
+
+    shown = ("event", "seat")
 
     schema_version = 2
     event: str
@@ -210,13 +211,15 @@ class SemutaPassed(Event):
             w.data["hidden_passes"] = [*w.data.get("hidden_passes", []), self.seat]
 
     def public(self) -> dict[str, Any] | None:
-        return None if self.hidden else {"event": self.event, "seat": self.seat}
+        return None if self.hidden else super().public()
 
     def text(self) -> str:
         return f"{faction(self.seat)} passed on Semuta"
 
 
 class SemutaTaken(Event):
+    shown = ("event", "seat", "card")
+
     event: str
     seat: str
     card: str  # from the face-up pile: public
@@ -226,23 +229,19 @@ class SemutaTaken(Event):
         state.seat(self.seat).hand.append(self.card)
         state.control.response = None
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "seat": self.seat, "card": self.card}
-
     def text(self) -> str:
         return f"{faction(self.seat)} took {card(self.card)} from the discard pile with Semuta Drug"
 
 
 class SemutaWindowClosed(Event):
+    shown = ("event",)
+
     event: str
 
     def apply(self, state: RoomState) -> None:
         w = state.control.response
         assert w is not None and w.kind == KIND and w.event == self.event
         state.control.response = None
-
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event}
 
     def text(self) -> str:
         return "The Semuta window closed"
@@ -338,3 +337,19 @@ def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
         part["can_take"] = part["eligible"] and free_semuta(state, seat) is not None
     return {"semuta": part}
 
+
+
+class SemutaShown(Shape):
+    event: str | None
+    discarder: Faction | None
+    cards: list[CardFace]
+    queued: int
+
+
+class SemutaSeatShown(SemutaShown):
+    eligible: bool
+    can_take: bool
+
+
+VIEW = ViewPart(view_part, public={"semuta": SemutaShown | None},
+                seat={"semuta": SemutaSeatShown | None})

@@ -27,6 +27,7 @@ from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
 from dune_ledger.domain.nullentropy import FEE
 from dune_ledger.domain.rules import AT_ANY_TIME, GATES, Tx, handles
+from dune_ledger.domain.shapes import ViewPart
 from dune_ledger.domain.state import Question, QuestionFacts, Reservation, RoomState
 from dune_ledger.domain.words import faction
 
@@ -40,6 +41,8 @@ def is_truthtrance(card_id: str) -> bool:
 
 
 class TruthtranceAsked(Event):
+    shown = ("event", "asker", "target", "card", "question")
+
     event: str  # this event's own id: the answer quotes it
     asker: str
     target: str
@@ -54,16 +57,14 @@ class TruthtranceAsked(Event):
         state.truthtrance = Question(**dict(public), turn=self.turn, phase=self.phase,
                                      public=public)
 
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "asker": self.asker, "target": self.target,
-                "card": self.card, "question": self.question}
-
     def text(self) -> str:
         return (f"{faction(self.asker)} asked {faction(self.target)} under Truthtrance: "
                 f"{self.question}")
 
 
 class TruthtranceAnswered(Event):
+    shown = ("event", "target", "answer", "promise")
+
     event: str
     target: str
     answer: str
@@ -79,10 +80,6 @@ class TruthtranceAnswered(Event):
         else:
             state.reservations.append(Reservation(
                 faction=self.target, amount=int(self.promise["spice"]), reason=REASON))
-
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "target": self.target, "answer": self.answer,
-                "promise": self.promise}
 
     def text(self) -> str:
         line = f"{faction(self.target)} answered {self.answer}"
@@ -174,6 +171,13 @@ def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     """The open question, public like its asking."""
     q = state.truthtrance
     return {"truthtrance": None if q is None else {**q.public.model_dump(), "says": SAYS}}
+
+
+class QuestionShown(QuestionFacts):
+    says: str
+
+
+VIEW = ViewPart(view_part, public={"truthtrance": QuestionShown | None})
 
 
 # --- the actions (domain/actions.py keeps those the rules accept) ---------------------

@@ -1,7 +1,8 @@
 """What each seat may see (RULES 3.4, 4.4): the only place views are put together.
 
-Each effect renders its own part (its module's `view_part`, a window kind's
-`shown`); this module joins them to the room's public facts. A seat's view
+Each effect renders its own part (its module's `VIEW`, a window kind's
+`shown`); this module joins them to the room's public facts, and their declared
+shapes into the views' (`PublicView`, `SeatView`: `shapes.py`). A seat's view
 shows its own spice, hand, reservations and receipts, and for everyone else
 only counts and public facts. The candidate list of a search appears only in
 its owner's view and only while it is open. The public view is a seat view
@@ -11,21 +12,20 @@ nothing else renders state for a player.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from dune_ledger.domain import ambassador, fairness, nullentropy, semuta, truthtrance
-from dune_ledger.domain.actions import actions
-from dune_ledger.domain.catalog import CARDS, card_objects
+from dune_ledger.domain.actions import Action, actions
+from dune_ledger.domain.catalog import CARDS, Faction, card_objects
 from dune_ledger.domain.events import Event
 from dune_ledger.domain.gifts import offer_of
-from dune_ledger.domain.responses import window_view
-from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.responses import KINDS, window_view
+from dune_ledger.domain.shapes import DECISIONS, CardFace, Shape, one_of, shape
+from dune_ledger.domain.state import Mode, RoomState
 
-# Each effect's part of every view: (state, the seat or None for the public view) -> its
-# keys. A part shows a seat only what that seat may know; the window kinds add theirs
-# to `response` (responses.WindowKind.shown).
-PARTS = (ambassador.view_part, nullentropy.view_part, truthtrance.view_part,
-         semuta.view_part, fairness.view_part)
+# Each effect's part of every view. A part shows a seat only what that seat may know;
+# the window kinds add theirs to `response` (responses.WindowKind.shown).
+PARTS = (ambassador.VIEW, nullentropy.VIEW, truthtrance.VIEW, semuta.VIEW, fairness.VIEW)
 
 
 def _common(state: RoomState, seat: str | None) -> dict[str, Any]:
@@ -39,9 +39,10 @@ def _common(state: RoomState, seat: str | None) -> dict[str, Any]:
         "deck": {"count": len(state.deck)},
         "discard": {"count": len(state.discard), "top": CARDS[top].public() if top else None},
         "response": window_view(state, state.control.response or offer_of(state), seat),
+        "decision": ambassador.decision_view(state.control.decision, seat),
     }
     for part in PARTS:
-        view.update(part(state, seat))
+        view.update(part.render(state, seat))
     view["ended"] = False if state.ended is None else state.ended
     return view
 
@@ -89,3 +90,51 @@ def public_entry(seq: int, version: int, event: Event) -> dict[str, Any] | None:
         return None
     return {"seq": seq, "version": version, "type": event.type, "text": event.text(), **fields}
 
+
+
+# --- the shapes (shapes.py) -------------------------------------------------------------
+
+
+class Pile(Shape):
+    count: int
+
+
+class DiscardShown(Shape):
+    count: int
+    top: CardFace | None
+
+
+class OtherSeat(Shape):
+    faction: Faction
+    hand_count: int
+    ally: Faction | None
+    autopilot: str | None
+
+
+class Me(Shape):
+    faction: Faction
+    spice: int
+    hand: list[CardFace]
+    hand_limit: int
+    ally: Faction | None
+    reserved: int
+    autopilot: str | None
+
+
+OpenWindow = one_of("OpenWindow", [kind.shape() for kind in KINDS.values()], "kind")
+OpenDecision = one_of("OpenDecision", DECISIONS, "kind")
+
+COMMON: dict[str, Any] = {
+    "room": str, "version": int, "mode": Mode, "turn": int, "phase": int,
+    "deck": Pile, "discard": DiscardShown, "response": OpenWindow | None,
+    "decision": OpenDecision | None,
+    "ended": Literal[False] | int,  # false, or the version of the end
+}
+PUBLIC_PARTS = {name: kind for part in PARTS for name, kind in part.public.items()}
+SEAT_PARTS = {name: kind for part in PARTS for name, kind in part.seat.items()}
+
+
+PublicView = shape("PublicView", {**COMMON, **PUBLIC_PARTS, "seats": list[OtherSeat]})
+SeatView = shape("SeatView", {
+    **COMMON, **PUBLIC_PARTS, **SEAT_PARTS, "seat": Faction, "me": Me,
+    "seats": list[OtherSeat], "actions": list[Action]})  # type: ignore[valid-type]

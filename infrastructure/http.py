@@ -25,11 +25,11 @@ from eventsourcing.persistence import InterfaceError, OperationalError
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.domain.game import AnyCommand, Layout, LayoutError, Rejection, describe_errors
+from dune_ledger.domain.game import LayoutError, Rejection, describe_errors
 from dune_ledger.infrastructure import http_models as m
 from dune_ledger.infrastructure import observability
 from dune_ledger.infrastructure.errors import UsageError
@@ -46,9 +46,12 @@ from dune_ledger.infrastructure.http_auth import (
     room_operator,
 )
 from dune_ledger.infrastructure.http_errors import (
-    ERRORS,
     HANDLERS,
+    RULES,
+    STORE,
+    TOKEN,
     Refused,
+    errors,
     result_response,
     store_unavailable,
 )
@@ -86,26 +89,45 @@ async def read_json(request: Request, what: str) -> Any:
         raise Refused("invalid_command", f"{what} is not valid JSON: {e}") from None
 
 
-def command_schema() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The command body's JSON schema, and its definitions for `components`."""
-    schema = TypeAdapter(AnyCommand).json_schema(ref_template="#/components/schemas/{model}")
-    defs = schema.pop("$defs", {})
-    return schema, defs
+def body(name: str, examples: dict[str, Any], required: bool = True) -> dict[str, Any]:
+    """A request body of the named schema (`http_models.components`)."""
+    return {"requestBody": {"required": required, "content": {"application/json": {
+        "schema": m.ref(name), **({"examples": examples} if examples else {})}}}}
 
 
-def layout_schema() -> tuple[dict[str, Any], dict[str, Any]]:
-    schema = Layout.model_json_schema(ref_template="#/components/schemas/{model}")
-    defs = schema.pop("$defs", {})
-    return schema, defs
+def answers(name: str, *codes: str, status: int = 200, what: str = "the answer",
+            headers: dict[str, Any] | None = None, withheld: bool = False
+            ) -> dict[int | str, dict[str, Any]]:
+    """A route's answers for /openapi.json: `status` with the named schema (or, for a
+    view, `withheld`: the view the projection guard withheld), and its errors (`codes`)."""
+    schema = {"oneOf": [m.ref(name), m.ref("WithheldView")]} if withheld else m.ref(name)
+    return {status: {"description": what, "content": {"application/json": {
+        "schema": schema}}, **({"headers": headers} if headers else {})},
+        **errors(*codes)}
 
 
-COMMAND_BODY, COMMAND_DEFS = command_schema()
-LAYOUT_BODY, LAYOUT_DEFS = layout_schema()
+def array_of(name: str, *codes: str, what: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"description": what, "content": {"application/json": {
+        "schema": {"type": "array", "items": m.ref(name)}}}}, **errors(*codes)}
 
 
-def body(schema: dict[str, Any], examples: dict[str, Any]) -> dict[str, Any]:
-    return {"requestBody": {"required": True, "content": {"application/json": {
-        "schema": schema, "examples": examples}}}}
+LOG: dict[int | str, dict[str, Any]] = {200: {
+    "description": "the entries, oldest first (an entry the projection guard withheld is a "
+                   "WithheldEntry)",
+    "content": {"application/json": {"schema": {"type": "array", "items": {
+        "oneOf": [m.ref("LogEntry"), m.ref("WithheldEntry")]}}}}}}
+
+
+def header(name: str, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "header", "required": False, "description": description,
+            "schema": {"type": "string"}}
+
+
+ETAG = {"ETag": {"description": 'the view\'s version, quoted: `"7"`',
+                 "schema": {"type": "string"}}}
+BODY = ("invalid_command", "body_too_large")
+ROOM = ("unknown_room", "room_damaged")
+OPERATOR_CODES = (*TOKEN, "forbidden", *STORE)
 
 
 def cors_origins() -> list[str]:
@@ -159,7 +181,7 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
             schema = get_openapi(title=api.title, version=api.version,
                                  description=api.description, routes=api.routes)
             components = schema.setdefault("components", {})
-            components.setdefault("schemas", {}).update({**COMMAND_DEFS, **LAYOUT_DEFS})
+            components["schemas"] = m.components()
             components["securitySchemes"] = SECURITY_SCHEMES
             api.openapi_schema = schema
         return api.openapi_schema
@@ -176,20 +198,21 @@ router = APIRouter()
 OPERATOR_ONLY = [Depends(operator)]
 
 
-@router.get("/healthz", summary="liveness: the process is up", response_model=m.Health)
+@router.get("/healthz", summary="liveness: the process is up", response_model=None,
+            responses=answers("Health"))
 async def healthz() -> dict[str, Any]:
     return {"ok": True}
 
 
 @router.get("/readyz", summary="readiness: the store answers within 1 s",
-            response_model=m.Health, responses={503: ERRORS[503]})
+            response_model=None, responses=answers("Health", *STORE))
 async def readyz(served: ServedApp) -> Response:
     await served.bounded(served.rooms.recorder.max_notification_id, seconds=READY_BOUND)
     return JSONResponse({"ok": True})
 
 
-@router.get("/keys", summary="the public signing key", response_model=m.PublicKey,
-            responses={503: ERRORS[503]})
+@router.get("/keys", summary="the public signing key", response_model=None,
+            responses=answers("PublicKey", "not_configured"))
 async def keys(served: ServedApp) -> Response:
     from dune_ledger.infrastructure.keys import public_key_info
 
@@ -201,8 +224,10 @@ async def keys(served: ServedApp) -> Response:
 
 
 @router.post("/rooms", status_code=201, summary="create a room from a layout",
-             response_model=m.CreatedRoom, responses=ERRORS, dependencies=OPERATOR_ONLY,
-             openapi_extra={**body(LAYOUT_BODY, {"box room": {
+             response_model=None, dependencies=OPERATOR_ONLY,
+             responses=answers("CreatedRoom", *BODY, "invalid_layout", *OPERATOR_CODES,
+                               status=201, what="the room, with its tokens"),
+             openapi_extra={**body("Layout", {"box room": {
                  "summary": "a Box room", "value": m.LAYOUT_EXAMPLE}}), "security": OPERATOR})
 async def post_room(request: Request, served: ServedApp) -> Response:
     layout = await read_json(request, "the layout")
@@ -213,15 +238,18 @@ async def post_room(request: Request, served: ServedApp) -> Response:
     return JSONResponse(created, status_code=201)
 
 
-@router.get("/rooms", summary="every room (operator)", response_model=list[m.RoomSummary],
-            responses=ERRORS, dependencies=OPERATOR_ONLY, openapi_extra={"security": OPERATOR})
+@router.get("/rooms", summary="every room (operator)", response_model=None,
+            responses=array_of("RoomSummary", *OPERATOR_CODES, what="the rooms"),
+            dependencies=OPERATOR_ONLY, openapi_extra={"security": OPERATOR})
 async def get_rooms(served: ServedApp) -> Response:
     return JSONResponse(await run_in_threadpool(served.rooms.room_summaries))
 
 
 @router.post("/rooms/{room}/commands", summary="run one command as the token's seat",
-             response_model=m.CommandResult, responses=ERRORS,
-             openapi_extra={**body(COMMAND_BODY, m.COMMAND_EXAMPLES), "security": SEAT})
+             response_model=None,
+             responses=answers("CommandResult", *BODY, *TOKEN, *STORE, *ROOM, *RULES,
+                               what="the command ran: its public events"),
+             openapi_extra={**body("Command", m.COMMAND_EXAMPLES), "security": SEAT})
 async def post_command(room: str, seat: Seat, request: Request, served: ServedApp,
                        streams: OpenStreams) -> Response:
     raw = await read_json(request, "the command")
@@ -234,8 +262,14 @@ async def post_command(room: str, seat: Seat, request: Request, served: ServedAp
 
 
 @router.get("/rooms/{room}/view", summary="the token's seat view (ETag: the version)",
-            response_model=m.SeatView, responses={**ERRORS, 304: {"description": "unchanged"}},
-            openapi_extra={"security": SEAT})
+            response_model=None,
+            responses={**answers("SeatView", *TOKEN, *STORE, *ROOM, headers=ETAG,
+                                 withheld=True, what="the seat's view"),
+                       304: {"description": "unchanged since If-None-Match",
+                             "headers": ETAG}},
+            openapi_extra={"security": SEAT, "parameters": [header(
+                "If-None-Match", "an ETag this client holds: 304 while it is still the "
+                "view's")]})
 async def get_view(room: str, seat: Seat, request: Request, served: ServedApp) -> Response:
     key, stale, last_views = canonical(room), False, served.last_views
     try:
@@ -256,14 +290,16 @@ async def get_view(room: str, seat: Seat, request: Request, served: ServedApp) -
 
 
 @router.get("/rooms/{room}/public", summary="the public view (a seat or the spectator)",
-            response_model=m.PublicView, responses=ERRORS,
+            response_model=None,
+            responses=answers("PublicView", *TOKEN, *STORE, *ROOM, withheld=True),
             openapi_extra={"security": [*SEAT, {"spectatorToken": []}]})
 async def get_public(room: str, _: Reader, served: ServedApp) -> Response:
     return JSONResponse(await served.bounded(served.rooms.public_view, room))
 
 
 @router.get("/rooms/{room}/log", summary="public log entries after `after` (all without it)",
-            response_model=list[m.LogEntry], responses=ERRORS,
+            response_model=None,
+            responses={**LOG, **errors("invalid_command", *TOKEN, *STORE, *ROOM)},
             openapi_extra={"security": [*SEAT, {"spectatorToken": []}]})
 async def get_log(room: str, _: Reader, served: ServedApp,
                   after: int = Query(0, ge=0, le=2**62, description="the last seq seen")
@@ -274,7 +310,9 @@ async def get_log(room: str, _: Reader, served: ServedApp,
 
 @router.post("/rooms/{room}/seats/{faction}/token", status_code=201,
              summary="a new token for a seat; the old one stops working (operator)",
-             response_model=m.NewToken, responses=ERRORS,
+             response_model=None,
+             responses=answers("NewToken", *OPERATOR_CODES, *ROOM, "unknown_seat",
+                               "busy", status=201, what="the seat's new token"),
              dependencies=[Depends(room_operator)], openapi_extra={"security": OPERATOR})
 async def post_token(room: str, faction: str, served: ServedApp) -> Response:
     try:
@@ -285,7 +323,8 @@ async def post_token(room: str, faction: str, served: ServedApp) -> Response:
 
 
 @router.get("/rooms/{room}/audit", summary="replay and check the room (operator)",
-            response_model=m.AuditReport, responses=ERRORS,
+            response_model=None,
+            responses=answers("AuditReport", *OPERATOR_CODES, "unknown_room"),
             dependencies=[Depends(room_operator)], openapi_extra={"security": OPERATOR})
 async def get_audit(room: str, served: ServedApp) -> Response:
     from dune_ledger.application.audit import audit_room
@@ -299,11 +338,11 @@ async def get_audit(room: str, served: ServedApp) -> Response:
 
 
 @router.post("/rooms/{room}/end", summary="end the room: its secret is published, later "
-             "commands are refused (operator; RULES 9)", response_model=m.CommandResult,
-             responses=ERRORS, dependencies=[Depends(room_operator)], openapi_extra={
-                 "requestBody": {"required": False, "content": {"application/json": {
-                     "schema": m.EndRoom.model_json_schema()}}},
-                 "security": OPERATOR})
+             "commands are refused (operator; RULES 9)", response_model=None,
+             responses=answers("CommandResult", *BODY, *OPERATOR_CODES, *ROOM, "room_ended",
+                               "busy", what="the room ended: RoomEnded"),
+             dependencies=[Depends(room_operator)], openapi_extra={
+                 **body("EndRoom", {}, required=False), "security": OPERATOR})
 async def post_end(room: str, request: Request, served: ServedApp) -> Response:
     command_id = None
     if int(request.headers.get("content-length") or 0):
@@ -319,10 +358,11 @@ async def post_end(room: str, request: Request, served: ServedApp) -> Response:
 @router.get("/rooms/{room}/transcript", summary="an ended room's whole stream in the "
             "export's format (a seat, the spectator or the operator; RULES 9)",
             response_class=Response, dependencies=[Depends(reader_or_operator)],
-            responses={**ERRORS, 200: {"description": "JSON lines", "content": {
-                "application/x-ndjson": {"schema": {
-                    "type": "string", "description": "one export line a stored event: "
-                    "{room, version, type, payload, prev, hash, sig}"}}}}},
+            responses={**errors(*OPERATOR_CODES, *ROOM, "room_not_ended"),
+                       200: {"description": "JSON lines", "content": {
+                           "application/x-ndjson": {"schema": {
+                               "type": "string", "description": "one export line a stored "
+                               "event: {room, version, type, payload, prev, hash, sig}"}}}}},
             openapi_extra={"security": [*SEAT, {"spectatorToken": []}, *OPERATOR]})
 async def get_transcript(room: str, served: ServedApp) -> Response:
     from dune_ledger.infrastructure.verify import transcript

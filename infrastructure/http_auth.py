@@ -48,7 +48,8 @@ SECURITY_SCHEMES = {
     "operatorToken": {"type": "http", "scheme": "bearer",
                       "description": "DUNE_LEDGER_ADMIN_TOKEN"},
     "queryToken": {"type": "apiKey", "in": "query", "name": "token",
-                   "description": "a seat token as ?token=, for the browser's EventSource"},
+                   "description": "a seat or spectator token as ?token=, for the browser's "
+                                  "EventSource (the stream only)"},
 }
 
 

@@ -39,13 +39,45 @@ STATUS = {
     "internal": 500,
 }
 
-# The error answers every route documents in /openapi.json.
-ERRORS: dict[int | str, dict[str, Any]] = {
-    s: {"model": m.Failure, "description": d} for s, d in (
-        (400, "malformed body or parameter"), (401, "missing or wrong token"),
-        (403, "a valid token without the right"), (404, "unknown room"),
-        (409, "conflict or stale event"), (422, "a rule refused the command"),
-        (429, "too many wrong tokens from this client"), (503, "the store is down"))}
+WHEN = {400: "malformed body or parameter", 401: "missing or wrong token",
+        403: "a valid token without the right", 404: "not there",
+        409: "the room moved on, or is not there yet", 422: "the rules refused",
+        429: "too many wrong tokens, or too many open streams",
+        500: "internal error", 503: "the store did not answer in time: retry"}
+RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before trying again",
+                               "schema": {"type": "integer"}}}
+# The codes every route that takes a token may answer, and every route that reads the
+# store; `internal` is every route's.
+TOKEN = ("unauthorized", "too_many_attempts")
+STORE = ("unavailable",)
+# A rule's refusal of a command (422 and the others a handler may raise).
+RULES = tuple(sorted(c.value for c in m.ErrorCode if c.value not in STATUS)) + (
+    "invalid_command", "conflict", "stale_event", "busy")
+
+
+def errors(*codes: str) -> dict[int | str, dict[str, Any]]:
+    """A route's error answers for /openapi.json: each status with the codes this route
+    may answer it with, in the result shape (`Failure`)."""
+    by_status: dict[int, list[str]] = {}
+    for code in sorted({*codes, "internal"}):
+        by_status.setdefault(STATUS.get(code, 422), []).append(code)
+    return {status: {
+        "description": f"{WHEN[status]}: " + ", ".join(f"`{c}`" for c in found),
+        **({"headers": RETRY_AFTER} if status in (429, 503) else {}),
+        "content": {"application/json": {"schema": failure_schema(found)}}}
+        for status, found in sorted(by_status.items())}
+
+
+def failure_schema(codes: list[str]) -> dict[str, Any]:
+    """`Failure` with `error.code` one of `codes`."""
+    return {"type": "object", "additionalProperties": False,
+            "required": ["ok", "version", "error"], "properties": {
+                "ok": {"type": "boolean", "const": False},
+                "version": {"type": "integer"},
+                "error": {"type": "object", "additionalProperties": False,
+                          "required": ["code", "message"], "properties": {
+                              "code": {"type": "string", "enum": codes},
+                              "message": {"type": "string"}}}}}
 
 
 class Refused(Exception):

@@ -1,10 +1,15 @@
 """The shapes the HTTP API answers with, for `/openapi.json` (INTERFACE "HTTP").
 
-The routes build their JSON from `domain.views` and `application/` as they
-always did and return it as it is; these models describe it for clients
-(typed OpenAPI, the `/docs` page). Every model that mirrors a view allows
-more fields than it names, so a rules module adding a field to a view never
-breaks a response.
+The routes build their JSON from `domain.views` and `application/` and return it as
+it is; these models describe it for clients (typed OpenAPI, the `/docs` page, the
+generated clients of clients/). The views' shapes are the rules' own (`domain/shapes.py`,
+declared beside each effect), the public events' each event's `shown`; here they are
+joined with the answers of the routes. Every shape names exactly the fields sent
+(`additionalProperties: false`), each required unless it is left out at times.
+
+`components` writes the JSON schema of every model without `default`: generators such
+as openapi-typescript read a default as "always there" and would make an optional field
+of a request required (and `ok` of a result optional without one).
 """
 
 from __future__ import annotations
@@ -12,7 +17,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, RootModel, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
+from pydantic_core import core_schema
+
+from dune_ledger.application.stream import SeatTokenReissued
+from dune_ledger.domain.game import EVENT_TYPES, AnyCommand, Event, Layout
+from dune_ledger.domain.shapes import Shape, one_of, shape
+from dune_ledger.domain.views import Action, PublicView, SeatView
+
+REF = "#/components/schemas/{model}"
 
 
 class ErrorCode(StrEnum):
@@ -75,143 +89,93 @@ class ErrorCode(StrEnum):
     internal = "internal"
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(Shape):
     code: ErrorCode
     message: str
 
 
-class Failure(BaseModel):
+class Failure(Shape):
     """Every error, of every route: the command result shape with `ok: false`."""
 
-    ok: Literal[False] = False
+    ok: Literal[False]
     version: int = Field(description="the room's version, 0 when there is no room to speak of")
     error: ErrorBody
 
 
-class Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
+def event_shape(event: type[Event], *head: str) -> type[Shape]:
+    """A public event as a result lists it (`type`, `version`, its public fields), or
+    (`head` "seq", "text") as the public log does."""
+    name = event.__name__
+    kind: Any = Literal[name]
+    entry = {"seq": int, "text": str} if head else {}
+    return shape(name + ("Entry" if head else ""), {
+        "type": kind, "version": int, **entry, **event.public_fields()})
 
 
-class PublicEvent(Open):
-    """A stored event's public fields, under its stored type name."""
+def events_union(name: str, *head: str) -> Any:
+    shown = [e for _, e in sorted(EVENT_TYPES.items())
+             if e.shown is not None and e.__module__.startswith("dune_ledger.")]
+    return one_of(name, [event_shape(e, *head) for e in shown], "type")
 
+
+assert SeatTokenReissued.__name__ in EVENT_TYPES  # the application's one event is in
+PublicEvent = events_union("PublicEvent")
+LogEntry = events_union("LogEntry", "seq", "text")
+
+
+class WithheldEntry(Shape):
+    """A log entry the projection guard withheld (it would have shown a hidden card)."""
+
+    seq: int
+    version: int
     type: str
+    text: str
+    withheld: Literal[True]
+
+
+class WithheldView(Shape):
+    """A view the projection guard withheld (it would have shown a hidden card)."""
+
+    room: str
     version: int
+    seat: str | None
+    withheld: str
 
 
-class CommandResult(BaseModel):
-    ok: Literal[True] = True
+class CommandResult(Shape):
+    ok: Literal[True]
     version: int
-    events: list[PublicEvent]
+    events: list[PublicEvent]  # type: ignore[valid-type]
 
 
-class CreatedRoom(BaseModel):
+class CreatedRoom(Shape):
     room: str
     version: int
     seats: dict[str, str] = Field(description="faction -> seat token, shown this once")
     spectator: str = Field(description="the room's spectator token (GET .../public)")
 
 
-class Card(BaseModel):
-    id: str
-    name: str
-    category: str
+class Check(Shape):
+    ok: bool | None = Field(description="null: not checked")
+    details: list[str]
 
 
-class Me(Open):
-    faction: str
-    spice: int
-    hand: list[Card]
-    reserved: int
-    autopilot: str | None
-
-
-class OtherSeat(Open):
-    faction: str
-    hand_count: int
-    ally: str | None
-    autopilot: str | None
-
-
-class Count(Open):
-    count: int
-
-
-class Action(Open):
-    """A command the seat may send now: `type` and its bound fields. Fields under
-    `free` are for the sender to fill in, within the bounds described there
-    (`kind`: text, choice with `options`, spice_promise with `min`/`max`, card)."""
-
-    type: str
-    free: dict[str, dict[str, Any]] | None = None
-
-
-class PublicView(Open):
-    room: str
-    version: int
-    mode: str | None = None
-    turn: int | None = None
-    phase: int | None = None
-    seats: list[OtherSeat] | None = None
-    fairness: Fairness | None = None
-    ended: int | bool | None = Field(None, description="false, or the version of the end")
-    deck: Count | None = None
-    discard: dict[str, Any] | None = None
-    decision: dict[str, Any] | None = None
-    response: dict[str, Any] | None = None
-    withheld: str | None = Field(None, description="set when the view could not be shown")
-
-
-class Fairness(BaseModel):
-    """RULES 9: how the room's outcomes are made, and what lets anyone check them."""
-
-    mode: Literal["committed", "seeded", "layout"]
-    algorithm: str | None
-    commitment: str | None = Field(description="sha256 of the secret, 64 hex (committed)")
-    seeds: dict[str, str | None]
-    secret: str | None = Field(description="published once the room has ended")
-
-
-class EndRoom(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    command_id: str | None = Field(None, min_length=1, max_length=128)
-
-
-class SeatView(PublicView):
-    seat: str | None = None
-    me: Me | None = None
-    nullentropy: dict[str, Any] | None = None
-    receipts: list[dict[str, Any]] | None = None
-    actions: list[Action] | None = None
-
-
-class LogEntry(Open):
-    seq: int
-    version: int
-    type: str
-    text: str
-
-
-class Check(Open):
-    ok: bool
-
-
-class AuditReport(Open):
+class AuditReport(Shape):
     room: str
     ok: bool
-    events: int | None = None
-    version: int | None = None
-    state_hash: str | None = None
-    checks: dict[str, Check] = Field(default_factory=dict)
+    events: int | None
+    version: int | None
+    state_hash: str | None
+    checks: dict[str, Check]
 
 
-class LastCommand(BaseModel):
+class LastCommand(Shape):
     at: str
     seat: str
     event: str
 
 
-class RoomSummary(BaseModel):
+class RoomSummary(Shape):
     room: str
     version: int
     seats: list[str]
@@ -220,26 +184,83 @@ class RoomSummary(BaseModel):
     last_command: LastCommand | None
 
 
-class NewToken(BaseModel):
+class NewToken(Shape):
     room: str
     seat: str
     token: str = Field(description="the seat's new token, shown this once")
     version: int
 
 
-class Health(BaseModel):
+class Health(Shape):
     ok: bool
 
 
-class PublicKey(BaseModel):
+class PublicKey(Shape):
     """The server's public signing key (INTERFACE "Audit"), as `keys show` prints it."""
 
     algorithm: str
-    public_key: str  # base64 of the raw Ed25519 public key
+    public_key: str = Field(description="standard base64 of the raw Ed25519 public key")
     pem: str
     retired_public_keys: list[str]
     encryption_at_rest: bool
     signs: str
+
+
+class EndRoom(Shape):
+    model_config = {"extra": "forbid", "strict": True}
+    command_id: str | None = Field(None, min_length=1, max_length=128)
+
+
+class Frame(RootModel[SeatView | PublicView | WithheldView]):  # type: ignore[valid-type]
+    """The `data:` of a stream's `event: view` frame (its `id:` is the version): the
+    seat's view for a seat token, the public view for the spectator's, or a view the
+    projection guard withheld."""
+
+
+class NoDefaults(GenerateJsonSchema):
+    """JSON schemas without `default` (see the module's text); a request's default that
+    says something is kept in the field's description."""
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        inner = self.generate_inner(schema["schema"])
+        default = schema.get("default")
+        if default is not None and not isinstance(default, bool | list | dict) \
+                and self._mode == "validation":
+            said = f"default {self.encode_default(default)!r}"
+            inner = {**inner, "description": "; ".join(
+                part for part in (inner.get("description"), said) if part)}
+        return inner
+
+
+# The named schemas of /openapi.json: what clients send (validated as such), and what
+# the server answers.
+REQUESTS: dict[str, Any] = {"Command": AnyCommand, "Layout": Layout, "EndRoom": EndRoom}
+ANSWERS: dict[str, Any] = {
+    "SeatView": SeatView, "PublicView": PublicView, "WithheldView": WithheldView,
+    "Action": Action, "PublicEvent": PublicEvent, "LogEntry": LogEntry,
+    "WithheldEntry": WithheldEntry, "CommandResult": CommandResult, "Failure": Failure,
+    "CreatedRoom": CreatedRoom, "AuditReport": AuditReport, "RoomSummary": RoomSummary,
+    "NewToken": NewToken, "Health": Health, "PublicKey": PublicKey, "Frame": Frame}
+
+
+def components() -> dict[str, Any]:
+    """Every named schema, each model's under its name."""
+    modes: list[tuple[str, JsonSchemaMode, TypeAdapter[Any]]] = [
+        *((name, "validation", TypeAdapter(t)) for name, t in REQUESTS.items()),
+        *((name, "serialization", TypeAdapter(t)) for name, t in ANSWERS.items())]
+    named, defs = TypeAdapter.json_schemas(
+        [(name, mode, adapter) for name, mode, adapter in modes],
+        ref_template=REF, schema_generator=NoDefaults)
+    out = dict(defs.get("$defs", {}))
+    for (name, _), schema in named.items():
+        ref = schema.get("$ref", "")
+        if ref != REF.format(model=name):  # a union, or a model under another name
+            out[name] = schema
+    return out
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": REF.format(model=name)}
 
 
 # A layout and a command of each kind, for the /docs page.

@@ -25,7 +25,7 @@ from dune_ledger.infrastructure.http_auth import (
     client,
     token_of,
 )
-from dune_ledger.infrastructure.http_errors import ERRORS, Refused
+from dune_ledger.infrastructure.http_errors import STORE, TOKEN, Refused, errors
 from dune_ledger.infrastructure.watch import (
     PUBLIC,
     RoomWatch,
@@ -35,6 +35,11 @@ from dune_ledger.infrastructure.watch import (
 )
 
 KEEPALIVE = 15  # seconds between the stream's keep-alive comments
+FRAMES = ("Server-Sent Events. Each `event: view` frame has `id:` the room's version and "
+          "`data:` one Frame as JSON: the seat's view (SeatView) for a seat token, the "
+          "public view (PublicView) for the spectator's; the first frame is the current "
+          "view. With `?presence=1`, `event: presence` frames (no `id:`) carry `{faction: "
+          "open pages}`. A `: ping` comment every 15 s.")
 STREAMS_PER_TOKEN = 8  # INTERFACE: at most 8 open streams a token, 429 beyond
 
 
@@ -93,15 +98,21 @@ router = APIRouter()
 
 @router.get("/rooms/{room}/stream", summary="the token's seat view, pushed on every change",
             response_class=EventSourceResponse,
-            responses={**ERRORS, 200: {"description": "Server-Sent Events", "content": {
-                "text/event-stream": {"schema": {
-                    "type": "string", "description": "`event: view`, `id: VERSION`, "
-                    "`data:` the seat's view (SeatView) as JSON; `: ping` every 15 s"}}}}},
-            openapi_extra={"security": [*SEAT, {"spectatorToken": []}, {"queryToken": []}]})
+            responses={**errors("invalid_command", *TOKEN, "too_many_streams", *STORE,
+                                "unknown_room", "room_damaged"),
+                       200: {"description": FRAMES, "content": {"text/event-stream": {
+                           "schema": {"$ref": "#/components/schemas/Frame"}}}}},
+            openapi_extra={"security": [*SEAT, {"spectatorToken": []}, {"queryToken": []}],
+                           "parameters": [{
+                               "name": "Last-Event-ID", "in": "header", "required": False,
+                               "schema": {"type": "string"}, "description": (
+                                   "the last `id:` this client had (the browser's "
+                                   "EventSource sends it by itself): nothing is sent "
+                                   "until the room passes that version")}]})
 async def get_stream(room: str, request: Request, served: ServedApp,
                      open_streams: OpenStreams,
-                     token: str | None = Query(None, description="a seat token, for "
-                                               "EventSource (prefer the header)"),
+                     token: str | None = Query(None, description="a seat or spectator "
+                                               "token, for EventSource (prefer the header)"),
                      presence: bool = Query(False, description="also `event: presence`: "
                                             "{faction: open pages} when it changes")
                      ) -> Response:

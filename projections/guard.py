@@ -106,4 +106,4 @@ def withheld_view(state: RoomState, seat: str | None) -> dict[str, Any]:
 
 def withheld_entry(entry: dict[str, Any]) -> dict[str, Any]:
     return {"seq": entry["seq"], "version": entry["version"], "type": entry["type"],
-            "text": "(withheld: this entry would have shown hidden cards)"}
+            "text": "(withheld: this entry would have shown hidden cards)", "withheld": True}

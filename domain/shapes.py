@@ -1,0 +1,128 @@
+"""The shapes of what the rules show: pydantic models that describe, for clients, the
+JSON of the views, their actions and the public events (INTERFACE "Views", the
+OpenAPI at `/openapi.json`).
+
+The views are built as plain dicts (`views.py` and each effect's part); these models
+are their declarations, beside the code that renders each part: an effect's `ViewPart`
+names the keys it adds and their shapes, a response window's kind its `shape`, an open
+decision's kind its shape (`DECISIONS`), an event its public fields (`Event.shown`).
+Nothing validates a view against them while it is served (a view is rendered for
+every seat after every append); tests/test_schema.py checks every view of every
+golden state against the schema built from them, no field missing and none extra.
+
+A field that a view leaves out at times is declared with a default; every other
+field is always there, null included where its type says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
+
+from dune_ledger.domain.catalog import Faction
+from dune_ledger.domain.state import RoomState
+
+
+class Shape(BaseModel):
+    """A part of what a reader is shown: exactly these fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def shape(name: str, fields: dict[str, Any], base: type[Shape] | None = None) -> type[Shape]:
+    """A shape made of `fields` (`{name: type}` always there, `{name: (type, None)}` at
+    times left out), on `base`."""
+    made: dict[str, Any] = {k: v if isinstance(v, tuple) else (v, ...) for k, v in fields.items()}
+    return create_model(name, __base__=base or Shape, __module__=__name__, **made)
+
+
+def one_of(name: str, shapes: Sequence[type[BaseModel]], key: str) -> type[RootModel[Any]]:
+    """The union of `shapes` under the name `name`, told apart by their field `key`."""
+    union: Any = Annotated[reduce(or_, shapes), Field(discriminator=key)]
+    return type(name, (RootModel[union],), {"__module__": __name__})
+
+
+class CardFace(Shape):
+    """A physical card as views show it (`catalog.Card.public`)."""
+
+    id: str
+    name: str
+    category: str
+
+
+# An effect's part of every view: (state, the seat or None for the public view) -> its
+# keys (`views.py` joins the parts).
+Render = Callable[[RoomState, str | None], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ViewPart:
+    """What an effect adds to the views: how it renders them and the shape of each key
+    it adds, in the public view (`public`) and in a seat's own (`seat`: the keys only a
+    seat sees, or a key whose seat's shape differs from its public one)."""
+
+    render: Render
+    public: dict[str, Any] = field(default_factory=dict)
+    seat: dict[str, Any] = field(default_factory=dict)
+
+
+# The shape of each kind of open decision (`state.control.decision`), registered by the
+# effect that opens it; `views` joins them into `Decision`, told apart by `kind`.
+DECISIONS: list[type[Shape]] = []
+
+
+def decision(shape: type[Shape]) -> type[Shape]:
+    DECISIONS.append(shape)
+    return shape
+
+
+class DecisionShape(Shape):
+    """An open decision, public (INTERFACE "Views": `decision`): who must act, and the
+    event its answer quotes."""
+
+    kind: str
+    event: str
+    player: Faction
+
+
+class WindowShape(Shape):
+    """An open response window (RULES 4.4), public: each kind (`responses.WindowKind`)
+    adds its own fields."""
+
+    kind: str
+    event: str
+    name: str
+    says: str | None
+    passes: list[Faction]
+    waiting: list[Faction]
+    deadline: str | None
+    seconds: int | None
+
+
+# The fields a seat writes itself, as an action describes them under `free`.
+class FreeText(Shape):
+    kind: Literal["text"]
+    min_length: int
+    max_length: int
+    of: str | None = None  # what the text names, where the rules say
+
+
+class FreeChoice(Shape):
+    kind: Literal["choice"]
+    options: list[str]
+
+
+class FreeSpicePromise(Shape):
+    kind: Literal["spice_promise"]
+    min: int
+    max: int
+
+
+class FreeCard(Shape):
+    kind: Literal["card"]
+    of: str  # which cards: guild_stop's, a shipping-cost card not stopped yet

@@ -1,0 +1,130 @@
+"""The OpenAPI describes exactly what the server sends (issue 37): the schema is built
+from the models (`infrastructure/http_models.py` over the shapes each effect declares,
+`domain/shapes.py`), and every view of every golden state validates against it, with
+no field missing and none extra, as does every public event and log entry.
+
+The golden corpora (tests/golden/) are replayed with the rules alone, event by event:
+at each version the public view and every seat's view, with its actions, are checked,
+so open searches, windows, decisions and gifts of every kind the corpora hold are too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from dune_ledger.application.rooms import public_events
+from dune_ledger.domain.events import EVENT_TYPES, Event
+from dune_ledger.domain.rules import apply, initial_state
+from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.views import public_entry, public_view, seat_view
+from dune_ledger.infrastructure.http import create_app
+from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.transfer import parse_export
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture(scope="module")
+def spec() -> dict[str, Any]:
+    with open_rooms("memory://") as rooms, TestClient(create_app(rooms)) as client:
+        schema: dict[str, Any] = client.get("/openapi.json").json()
+    return schema
+
+
+def validator(spec: dict[str, Any], name: str) -> Draft202012Validator:
+    """A validator of the named schema of `spec`, its references resolved within it."""
+    resource = Resource.from_contents(spec, default_specification=DRAFT)
+    registry: Registry[Any] = Registry().with_resource("urn:openapi", resource)
+    return Draft202012Validator({"$ref": f"urn:openapi#/components/schemas/{name}"},
+                                registry=registry)
+
+
+DRAFT = Draft202012Validator.META_SCHEMA and __import__(
+    "referencing.jsonschema", fromlist=["DRAFT202012"]).DRAFT202012
+
+
+def golden_states() -> Iterator[tuple[str, RoomState, Event]]:
+    """Every state of every golden room, after each of its events (that event too)."""
+    for corpus in sorted(GOLDEN.glob("*.jsonl")):
+        for room in parse_export(corpus.read_bytes()):
+            state = None
+            for line in room.lines:
+                cls = EVENT_TYPES[line["type"]]
+                body = orjson.loads(line["payload"])
+                fact = body["fact"] if body["v"] == cls.schema_version else \
+                    cls.upcast(body["fact"], body["v"])
+                event = cls.trusted(fact)
+                if state is None:
+                    state = initial_state(event)  # type: ignore[arg-type]
+                else:
+                    apply(state, event)
+                yield f"{corpus.stem}:{room.room}:{state.version}", state, event
+
+
+def problems(check: Draft202012Validator, value: Any) -> list[str]:
+    # As JSON: what the server sends, tuples as lists.
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
+            for e in check.iter_errors(orjson.loads(orjson.dumps(value)))]
+
+
+def test_every_view_event_and_entry_of_every_golden_state_fits_the_schema(
+        spec: dict[str, Any]) -> None:
+    seat, public = validator(spec, "SeatView"), validator(spec, "PublicView")
+    event, entry = validator(spec, "PublicEvent"), validator(spec, "LogEntry")
+    seen: dict[str, int] = {"views": 0, "events": 0, "actions": 0}
+    kinds: set[str] = set()
+    for where, state, fact in golden_states():
+        assert problems(public, public_view(state)) == [], where
+        for s in state.seats:
+            view = seat_view(state, s.faction)
+            assert problems(seat, view) == [], (where, s.faction)
+            seen["views"] += 1
+            seen["actions"] += len(view["actions"])
+            kinds.update(a["type"] for a in view["actions"])
+            if view["response"]:
+                kinds.add("window:" + view["response"]["kind"])
+            if view["decision"]:
+                kinds.add("decision:" + view["decision"]["kind"])
+        shown = public_entry(1, state.version, fact)
+        if shown is not None:
+            assert problems(entry, shown) == [], where
+            for answered in public_events([_Recorded(fact, state.version)]):
+                assert problems(event, answered) == [], where
+            seen["events"] += 1
+    assert seen["views"] > 2_000 and seen["events"] > 500 and seen["actions"] > 10_000, seen
+    # The corpora hold every kind of window and decision, and most actions.
+    assert {"window:gift", "window:semuta", "window:ambassador_income",
+            "window:ambassador_bonus", "decision:nullentropy", "decision:ambassador",
+            "decision:ambassador_copy", "select_card", "respond", "answer_truthtrance"
+            } <= kinds, sorted(kinds)
+
+
+class _Recorded:
+    """What `public_events` reads of a stored record."""
+
+    def __init__(self, fact: Event, version: int) -> None:
+        self.fact, self.type, self.originator_version = fact, fact.type, version
+
+
+def test_the_schema_refuses_a_missing_field_an_extra_one_and_a_wrong_type(
+        spec: dict[str, Any]) -> None:
+    where, state, _ = next(s for s in golden_states() if s[1].search is not None)
+    owner = state.search.owner if state.search else ""
+    view = orjson.loads(orjson.dumps(seat_view(state, owner)))
+    check = validator(spec, "SeatView")
+    assert problems(check, view) == [], where
+    assert problems(check, {k: v for k, v in view.items() if k != "semuta"})
+    assert problems(check, {**view, "hidden": 1})
+    box = view["nullentropy"]
+    assert problems(check, {**view, "nullentropy": {**box, "search": {"event": "e3"}}})
+    assert problems(check, {**view, "me": {**view["me"], "spice": "10"}})
+    assert problems(check, {**view, "actions": [{"type": "select_card", "search": "e3"}]})
+    assert problems(check, {**view, "ended": True})
