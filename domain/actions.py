@@ -205,7 +205,7 @@ def action_shape(command: type[c.Command]) -> type[Shape]:
     if command.written:
         fields["free"] = (shape(f"{command.__name__}Free", {
             name: (free, None) for name, free in command.written.items()}), None)
-    return shape(f"{command.__name__}Action", fields)
+    return shape(f"Action{command.__name__}", fields)
 
 
 Action = one_of("Action", [action_shape(cmd) for cmd in c.COMMANDS.values()], "type")

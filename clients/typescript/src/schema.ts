@@ -237,7 +237,238 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /** Action */
-        Action: components["schemas"]["BeginSearchAction"] | components["schemas"]["SelectCardAction"] | components["schemas"]["SetAutopilotAction"] | components["schemas"]["DiscardAction"] | components["schemas"]["DrawAction"] | components["schemas"]["DistransAction"] | components["schemas"]["OfferGiftAction"] | components["schemas"]["AnswerGiftAction"] | components["schemas"]["AskTruthtranceAction"] | components["schemas"]["AnswerTruthtranceAction"] | components["schemas"]["EnterTerritoryAction"] | components["schemas"]["AmbassadorDecideAction"] | components["schemas"]["AmbassadorCopyAction"] | components["schemas"]["RespondAction"] | components["schemas"]["SemutaAction"] | components["schemas"]["GuildStopAction"] | components["schemas"]["SetSeedAction"];
+        Action: components["schemas"]["ActionBeginSearch"] | components["schemas"]["ActionSelectCard"] | components["schemas"]["ActionSetAutopilot"] | components["schemas"]["ActionDiscard"] | components["schemas"]["ActionDraw"] | components["schemas"]["ActionDistrans"] | components["schemas"]["ActionOfferGift"] | components["schemas"]["ActionAnswerGift"] | components["schemas"]["ActionAskTruthtrance"] | components["schemas"]["ActionAnswerTruthtrance"] | components["schemas"]["ActionEnterTerritory"] | components["schemas"]["ActionAmbassadorDecide"] | components["schemas"]["ActionAmbassadorCopy"] | components["schemas"]["ActionRespond"] | components["schemas"]["ActionSemuta"] | components["schemas"]["ActionGuildStop"] | components["schemas"]["ActionSetSeed"];
+        /** ActionAmbassadorCopy */
+        ActionAmbassadorCopy: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ambassador_copy";
+            /** Event */
+            event: string;
+            /** Token */
+            token: string;
+        };
+        /** ActionAmbassadorDecide */
+        ActionAmbassadorDecide: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ambassador_decide";
+            /** Event */
+            event: string;
+            /** Trigger */
+            trigger: boolean;
+            /** Beneficiary */
+            beneficiary?: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani") | null;
+        };
+        /** ActionAnswerGift */
+        ActionAnswerGift: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "answer_gift";
+            /** Event */
+            event: string;
+            /** Accept */
+            accept: boolean;
+        };
+        /** ActionAnswerTruthtrance */
+        ActionAnswerTruthtrance: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "answer_truthtrance";
+            /** Event */
+            event: string;
+            /**
+             * Answer
+             * @enum {string}
+             */
+            answer: "yes" | "no";
+            /** Promise */
+            promise?: (components["schemas"]["BoxPromise"] | components["schemas"]["SpicePromise"]) | null;
+            free?: components["schemas"]["AnswerTruthtranceFree"];
+        };
+        /** ActionAskTruthtrance */
+        ActionAskTruthtrance: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ask_truthtrance";
+            /** Card */
+            card: string;
+            /**
+             * Target
+             * @enum {string}
+             */
+            target: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+            /** Question */
+            question?: string;
+            free?: components["schemas"]["AskTruthtranceFree"];
+        };
+        /** ActionBeginSearch */
+        ActionBeginSearch: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "begin_search";
+            /** Card */
+            card: string;
+        };
+        /** ActionDiscard */
+        ActionDiscard: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "discard";
+            /** Card */
+            card: string;
+        };
+        /** ActionDistrans */
+        ActionDistrans: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "distrans";
+            /** Card */
+            card: string;
+            /** Give */
+            give: string;
+            /**
+             * To
+             * @enum {string}
+             */
+            to: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+        };
+        /** ActionDraw */
+        ActionDraw: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "draw";
+        };
+        /** ActionEnterTerritory */
+        ActionEnterTerritory: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "enter_territory";
+            /** Territory */
+            territory?: string;
+            /**
+             * Via
+             * @enum {string}
+             */
+            via?: "shipment" | "movement" | "worm";
+            free?: components["schemas"]["EnterTerritoryFree"];
+        };
+        /** ActionGuildStop */
+        ActionGuildStop: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "guild_stop";
+            /** Card */
+            card?: string;
+            free?: components["schemas"]["GuildStopFree"];
+        };
+        /** ActionOfferGift */
+        ActionOfferGift: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "offer_gift";
+            /** Card */
+            card: string;
+            /**
+             * To
+             * @enum {string}
+             */
+            to: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+        };
+        /** ActionRespond */
+        ActionRespond: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "respond";
+            /** Event */
+            event: string;
+            /**
+             * Action
+             * @enum {string}
+             */
+            action: "pass" | "karama";
+            /** Card */
+            card?: string | null;
+        };
+        /** ActionSelectCard */
+        ActionSelectCard: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "select_card";
+            /** Search */
+            search: string;
+            /** Card */
+            card: string;
+        };
+        /** ActionSemuta */
+        ActionSemuta: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "semuta";
+            /** Event */
+            event: string;
+            /**
+             * Action
+             * @enum {string}
+             */
+            action: "pass" | "take";
+            /** Card */
+            card?: string | null;
+        };
+        /** ActionSetAutopilot */
+        ActionSetAutopilot: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "set_autopilot";
+            /** Enabled */
+            enabled: boolean;
+            /** Profile */
+            profile?: ("easy" | "medium" | "hard" | "brutal") | null;
+            free?: components["schemas"]["SetAutopilotFree"];
+        };
+        /** ActionSetSeed */
+        ActionSetSeed: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "seed";
+            /** Value */
+            value?: string;
+            free?: components["schemas"]["SetSeedFree"];
+        };
         /** AmbassadorBonusWindow */
         AmbassadorBonusWindow: {
             /**
@@ -353,18 +584,6 @@ export interface components {
             /** Token */
             token: string;
         };
-        /** AmbassadorCopyAction */
-        AmbassadorCopyAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "ambassador_copy";
-            /** Event */
-            event: string;
-            /** Token */
-            token: string;
-        };
         /** AmbassadorCopyDecision */
         AmbassadorCopyDecision: {
             /**
@@ -426,20 +645,6 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "ambassador_decide";
-            /** Event */
-            event: string;
-            /** Trigger */
-            trigger: boolean;
-            /** Beneficiary */
-            beneficiary?: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani") | null;
-        };
-        /** AmbassadorDecideAction */
-        AmbassadorDecideAction: {
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -759,18 +964,6 @@ export interface components {
             /** Accept */
             accept: boolean;
         };
-        /** AnswerGiftAction */
-        AnswerGiftAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "answer_gift";
-            /** Event */
-            event: string;
-            /** Accept */
-            accept: boolean;
-        };
         /** AnswerTruthtrance */
         AnswerTruthtrance: {
             /** Command Id */
@@ -791,24 +984,6 @@ export interface components {
             answer: "yes" | "no";
             /** Promise */
             promise?: (components["schemas"]["BoxPromise"] | components["schemas"]["SpicePromise"]) | null;
-        };
-        /** AnswerTruthtranceAction */
-        AnswerTruthtranceAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "answer_truthtrance";
-            /** Event */
-            event: string;
-            /**
-             * Answer
-             * @enum {string}
-             */
-            answer: "yes" | "no";
-            /** Promise */
-            promise?: (components["schemas"]["BoxPromise"] | components["schemas"]["SpicePromise"]) | null;
-            free?: components["schemas"]["AnswerTruthtranceFree"];
         };
         /** AnswerTruthtranceFree */
         AnswerTruthtranceFree: {
@@ -834,24 +1009,6 @@ export interface components {
             target: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
             /** Question */
             question: string;
-        };
-        /** AskTruthtranceAction */
-        AskTruthtranceAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "ask_truthtrance";
-            /** Card */
-            card: string;
-            /**
-             * Target
-             * @enum {string}
-             */
-            target: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
-            /** Question */
-            question?: string;
-            free?: components["schemas"]["AskTruthtranceFree"];
         };
         /** AskTruthtranceFree */
         AskTruthtranceFree: {
@@ -912,16 +1069,6 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "begin_search";
-            /** Card */
-            card: string;
-        };
-        /** BeginSearchAction */
-        BeginSearchAction: {
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1286,16 +1433,6 @@ export interface components {
             /** Card */
             card: string;
         };
-        /** DiscardAction */
-        DiscardAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "discard";
-            /** Card */
-            card: string;
-        };
         /** DiscardReshuffled */
         DiscardReshuffled: {
             /**
@@ -1353,37 +1490,12 @@ export interface components {
              */
             to: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
         };
-        /** DistransAction */
-        DistransAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "distrans";
-            /** Card */
-            card: string;
-            /** Give */
-            give: string;
-            /**
-             * To
-             * @enum {string}
-             */
-            to: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
-        };
         /** Draw */
         Draw: {
             /** Command Id */
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "draw";
-        };
-        /** DrawAction */
-        DrawAction: {
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1449,22 +1561,6 @@ export interface components {
              * @enum {string}
              */
             via: "shipment" | "movement" | "worm";
-        };
-        /** EnterTerritoryAction */
-        EnterTerritoryAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "enter_territory";
-            /** Territory */
-            territory?: string;
-            /**
-             * Via
-             * @enum {string}
-             */
-            via?: "shipment" | "movement" | "worm";
-            free?: components["schemas"]["EnterTerritoryFree"];
         };
         /** EnterTerritoryFree */
         EnterTerritoryFree: {
@@ -1765,17 +1861,6 @@ export interface components {
             /** Card */
             card: string;
         };
-        /** GuildStopAction */
-        GuildStopAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "guild_stop";
-            /** Card */
-            card?: string;
-            free?: components["schemas"]["GuildStopFree"];
-        };
         /** GuildStopFree */
         GuildStopFree: {
             card?: components["schemas"]["FreeCard"];
@@ -1923,21 +2008,6 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "offer_gift";
-            /** Card */
-            card: string;
-            /**
-             * To
-             * @enum {string}
-             */
-            to: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
-        };
-        /** OfferGiftAction */
-        OfferGiftAction: {
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -2272,23 +2342,6 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "respond";
-            /** Event */
-            event: string;
-            /**
-             * Action
-             * @enum {string}
-             */
-            action: "pass" | "karama";
-            /** Card */
-            card?: string | null;
-        };
-        /** RespondAction */
-        RespondAction: {
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -2865,41 +2918,12 @@ export interface components {
             /** Card */
             card: string;
         };
-        /** SelectCardAction */
-        SelectCardAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "select_card";
-            /** Search */
-            search: string;
-            /** Card */
-            card: string;
-        };
         /** Semuta */
         Semuta: {
             /** Command Id */
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "semuta";
-            /** Event */
-            event: string;
-            /**
-             * Action
-             * @enum {string}
-             */
-            action: "pass" | "take";
-            /** Card */
-            card?: string | null;
-        };
-        /** SemutaAction */
-        SemutaAction: {
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -3150,19 +3174,6 @@ export interface components {
             /** Profile */
             profile?: ("easy" | "medium" | "hard" | "brutal") | null;
         };
-        /** SetAutopilotAction */
-        SetAutopilotAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "set_autopilot";
-            /** Enabled */
-            enabled: boolean;
-            /** Profile */
-            profile?: ("easy" | "medium" | "hard" | "brutal") | null;
-            free?: components["schemas"]["SetAutopilotFree"];
-        };
         /** SetAutopilotFree */
         SetAutopilotFree: {
             profile?: components["schemas"]["FreeChoice"];
@@ -3183,17 +3194,6 @@ export interface components {
             type: "seed";
             /** Value */
             value: string;
-        };
-        /** SetSeedAction */
-        SetSeedAction: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "seed";
-            /** Value */
-            value?: string;
-            free?: components["schemas"]["SetSeedFree"];
         };
         /** SetSeedFree */
         SetSeedFree: {
