@@ -26,7 +26,14 @@ from uuid import UUID
 
 import orjson
 
-from dune_ledger.domain.game import Event, RoomCreated, RoomState, apply, initial_state
+from dune_ledger.domain.game import (
+    EVENT_TYPES,
+    Event,
+    RoomCreated,
+    RoomState,
+    apply,
+    initial_state,
+)
 
 GENESIS = "0" * 64
 # What a signature signs, before the hex chain hash: never the same bytes for an
@@ -102,6 +109,11 @@ class SeatTokenReissued(Event):
 
     def text(self) -> str:
         return f"{self.seat} was given a new seat token"
+
+
+# Every type a room's stream stores, by its name: the rules' events and the room's own.
+STORED_TYPES: dict[str, type[Event]] = {**EVENT_TYPES,
+                                         SeatTokenReissued.__name__: SeatTokenReissued}
 
 
 def chain_hash(room: str, version: int, event_type: str, body: bytes) -> str:

@@ -23,7 +23,7 @@ import orjson
 import pytest
 
 from dune_ledger.application.audit import audit_room
-from dune_ledger.domain.events import EVENT_TYPES
+from dune_ledger.domain.game import EVENT_TYPES
 from dune_ledger.domain.rules import apply, initial_state
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.transfer import ImportRefused, import_rooms, parse_export
