@@ -118,6 +118,7 @@ class RoomCreated(Event):
         return {
             "mode": s["mode"],
             "expansions": s["expansions"],
+            **({"catalog": s["catalog"]} if "catalog" in s else {}),  # a later catalog's room
             "turn": s["turn"],
             "phase": s["phase"],
             "seats": [seat["faction"] for seat in s["seats"]],

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from dune_ledger.domain.actions import actions
 from dune_ledger.domain.ambassador import AmbassadorCohortDrawn
-from dune_ledger.domain.catalog import CARDS, EXPANSIONS, FACTIONS, is_box, room_cards
+from dune_ledger.domain.catalog import (
+    CARDS,
+    EXPANSIONS,
+    FACTIONS,
+    FIRST_CATALOG,
+    NEWEST_CATALOG,
+    is_box,
+    room_cards,
+)
 from dune_ledger.domain.commands import Command, describe_errors
 from dune_ledger.domain.custody import CardDrawn, DeckShuffled, DiscardReshuffled
 from dune_ledger.domain.effect import HOUSE, Effect
@@ -86,10 +94,13 @@ else:
     RoomState = HOUSE.state
 
 
+EFFECT_ZONES = HOUSE.zones  # the zones of cards an effect's own part keeps
+
+
 def zones(state: RoomState) -> dict[str, list[str]]:
     """Every zone of physical cards, the effects' own included: each card is in one."""
     found = state.zones()
-    for more in HOUSE.zones:
+    for more in EFFECT_ZONES:
         found.update(more(state))
     return found
 
@@ -119,12 +130,13 @@ __all__ = [
     "expired",
     # applying events
     "Event", "EVENT_TYPES", "RoomCreated", "initial_state", "apply", "replay", "RoomState",
-    "zones",
+    "zones", "EFFECT_ZONES",
     # a seat's view, its actions, and what it may see
     "seat_view", "seat_view_at", "public_view", "public_entry", "actions",
     "candidates", "offer_of", "disclosed", "hidden", "kept_from_log",
     # the catalog and the game's words
     "CARDS", "EXPANSIONS", "FACTIONS", "FACTION_NAMES", "is_box", "room_cards",
+    "FIRST_CATALOG", "NEWEST_CATALOG",
     # fair dealing and its verifier
     "Randomness", "Rng", "commitment", "derived_shuffle", "mix", "words", "committed",
     "derived", "port", "kept_state", "state_digest", "outcome", "RoomEnded",

@@ -47,6 +47,8 @@ import importlib
 import json
 import os
 import pkgutil
+import shutil
+import subprocess
 import sys
 import threading
 from collections import Counter
@@ -556,6 +558,90 @@ def functions_in(node: ast.AST, file: str, prefix: str) -> list[Function]:
 
 
 # --- the report ----------------------------------------------------------------------------
+
+
+# --- 5: adding an effect -------------------------------------------------------------------
+
+SAMPLE = "tests/effects/spice_glass"  # the sample effect: its module (.py) and its card (.json)
+SAMPLE_CHECK = "tests/effects/check_spice_glass.py"  # plays it where it was added
+LAYERS = ("domain", "application", "infrastructure", "projections", "examples")
+
+
+def copied_tree(into: Path) -> dict[str, str]:
+    """A copy of the repository's files (tracked, and new ones not ignored) at
+    `into/tree`, and the package made of the copy's folders at `into/pkg`, whatever links
+    or mappings the checkout itself uses: the environment that runs Python on the copy
+    (`into/tree` as its working directory)."""
+    root, tree, package = repository(), into / "tree", into / "pkg" / PACKAGE
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=root, capture_output=True,
+                            check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source, copy = root / name, tree / name
+        if not (source.is_symlink() or source.is_file()):
+            continue  # deleted in the checkout, not yet in git
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            copy.symlink_to(source.readlink())
+        else:
+            shutil.copy2(source, copy)
+    package.mkdir(parents=True)
+    for own in Path(dune_ledger.__file__).resolve().parent.glob("*.py"):
+        shutil.copy2(own, package / own.name)
+    for name in LAYERS:
+        folder = Path(next(iter(importlib.import_module(f"{PACKAGE}.{name}").__path__)))
+        (package / name).symlink_to(tree / folder.resolve().relative_to(root))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(into / "pkg"), str(tree)])}
+
+
+def add_sample_card(tree: Path) -> None:
+    """The sample effect's card, in the catalog after the newest (domain/catalog.py)."""
+    path = tree / "domain" / "cards.json"
+    data = json.loads(path.read_text())
+    card = json.loads((repository() / f"{SAMPLE}.json").read_text())
+    card["since"] = max(c.get("since", 1) for c in data["cards"]) + 1
+    data["cards"].append(card)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def add_sample_module(tree: Path) -> None:
+    module = repository() / f"{SAMPLE}.py"
+    shutil.copy2(module, tree / "domain" / module.name)
+
+
+def changed_files(tree: Path) -> list[str]:
+    """The files outside `tests/` that the copy at `tree` adds or changes."""
+    root, out = repository(), []
+    for path in sorted(tree.rglob("*")):
+        name = path.relative_to(tree)
+        if name.parts[0] == "tests" or "__pycache__" in name.parts or path.is_dir():
+            continue
+        theirs = root / name
+        same = theirs.is_symlink() and path.is_symlink() and \
+            theirs.readlink() == path.readlink() if path.is_symlink() else \
+            theirs.is_file() and theirs.read_bytes() == path.read_bytes()
+        if not same:
+            out.append(name.as_posix())
+    return out
+
+
+def run_tests(tree: Path, env: dict[str, str], *tests: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           *tests], cwd=tree, env=env, capture_output=True, text=True)
+
+
+def sample_effect_figures() -> dict[str, Any]:
+    """Add the sample effect to a copy of the repository, as whoever adds one would, and
+    play it there: the production files that took, and whether it is listed, accepted,
+    shown to its owner only, replayed and audited (`SAMPLE_CHECK`)."""
+    with TemporaryDirectory() as tmp:
+        env = copied_tree(Path(tmp))
+        tree = Path(tmp) / "tree"
+        add_sample_card(tree)
+        add_sample_module(tree)
+        changed = changed_files(tree)
+        played = run_tests(tree, env, SAMPLE_CHECK).returncode == 0
+    return {"files_changed": len(changed), "changed": changed, "plays": played}
 
 
 def figures(trace: bool = True) -> dict[str, Any]:
