@@ -15,7 +15,6 @@ access log.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from fastapi.templating import Jinja2Templates
 
 from dune_ledger.domain.game import FACTION_NAMES
 from dune_ledger.infrastructure.demo import EXAMPLES
+from dune_ledger.infrastructure.settings import current
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -50,8 +50,7 @@ def examples() -> dict[str, Any]:
 
 def frame_ancestors() -> str:
     """Who may embed the page in a frame: the page's own origin and the API's CORS origins."""
-    extra = os.environ.get("DUNE_LEDGER_CORS_ORIGINS", "").replace(",", " ").split()
-    return " ".join(["'self'", *extra])
+    return " ".join(["'self'", *current().cors_origins])
 
 
 def security_headers() -> dict[str, str]:
