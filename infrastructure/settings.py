@@ -29,7 +29,6 @@ from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.projections.read_models import DEFAULT_CACHE
 
 PREFIX = "DUNE_LEDGER_"
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 OUR_RECORDER = "dune_ledger.infrastructure.postgres:RoomsRecorder"
 
 
