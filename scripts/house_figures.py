@@ -67,6 +67,7 @@ from typing import Any
 import eventsourcing
 
 import dune_ledger
+from scripts.package import folders, modules
 
 PACKAGE = "dune_ledger"
 LONG = 80  # lines: the issue counts the production functions over this
@@ -82,34 +83,12 @@ def repository() -> Path:
     return Path(dune_ledger.__file__).resolve().parent.parent
 
 
-def package_roots() -> dict[str, Path]:
-    """Each package folder (resolved: the layers are links) by its module name."""
-    roots = {PACKAGE: Path(dune_ledger.__file__).resolve().parent}
-    for sub in pkgutil.iter_modules(dune_ledger.__path__):
-        if sub.ispkg:
-            roots[f"{PACKAGE}.{sub.name}"] = (roots[PACKAGE] / sub.name).resolve()
-    return roots
-
-
-def modules() -> dict[str, Path]:
-    """Every module of the package, by its dotted name."""
-    found: dict[str, Path] = {}
-    for name, root in package_roots().items():
-        paths = root.glob("*.py") if name == PACKAGE else root.rglob("*.py")
-        for path in paths:
-            parts = [*name.split("."), *path.relative_to(root).with_suffix("").parts]
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
-
-
 @cache
 def project_file(filename: str) -> str | None:
     """`filename` relative to the repository (`domain/rules.py`), or None outside the
     package."""
     path = Path(filename).resolve()
-    if not any(path.is_relative_to(root) for root in package_roots().values()):
+    if not any(path.is_relative_to(root) for root in folders().values()):
         return None
     return path.relative_to(repository()).as_posix()
 
@@ -564,34 +543,26 @@ def functions_in(node: ast.AST, file: str, prefix: str) -> list[Function]:
 
 SAMPLE = "tests/effects/spice_glass"  # the sample effect: its module (.py) and its card (.json)
 SAMPLE_CHECK = "tests/effects/check_spice_glass.py"  # plays it where it was added
-LAYERS = ("domain", "application", "infrastructure", "projections", "examples")
 
 
 def copied_tree(into: Path) -> dict[str, str]:
     """A copy of the repository's files (tracked, and new ones not ignored) at
-    `into/tree`, and the package made of the copy's folders at `into/pkg`, whatever links
-    or mappings the checkout itself uses: the environment that runs Python on the copy
+    `into/tree`, importable from there as the package, its folders linked into it as
+    pyproject.toml's package-dir maps them: the environment that runs Python on the copy
     (`into/tree` as its working directory)."""
-    root, tree, package = repository(), into / "tree", into / "pkg" / PACKAGE
+    root, tree = repository(), into / "tree"
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
                              "--exclude-standard"], cwd=root, capture_output=True,
                             check=True).stdout.decode().split("\0")
     for name in filter(None, listed):
-        source, copy = root / name, tree / name
-        if not (source.is_symlink() or source.is_file()):
-            continue  # deleted in the checkout, not yet in git
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            copy.symlink_to(source.readlink())
-        else:
-            shutil.copy2(source, copy)
-    package.mkdir(parents=True)
-    for own in Path(dune_ledger.__file__).resolve().parent.glob("*.py"):
-        shutil.copy2(own, package / own.name)
-    for name in LAYERS:
-        folder = Path(next(iter(importlib.import_module(f"{PACKAGE}.{name}").__path__)))
-        (package / name).symlink_to(tree / folder.resolve().relative_to(root))
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(into / "pkg"), str(tree)])}
+        if (root / name).is_file():  # not one deleted in the checkout, not yet in git
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, tree / name)
+    for name, folder in folders().items():
+        package = tree / Path(*name.split("."))
+        if not package.exists():
+            package.symlink_to(tree / folder.relative_to(root))
+    return {**os.environ, "PYTHONPATH": str(tree)}
 
 
 def add_sample_card(tree: Path) -> None:
