@@ -43,6 +43,7 @@ from dune_ledger.domain.state import (
     ResponseWindow,
     RoomState,
 )
+from dune_ledger.domain.territories import TERRITORIES, Territory
 from dune_ledger.domain.words import faction, place
 
 ECAZ = "ecaz"
@@ -119,7 +120,7 @@ def _bound_decision(state: RoomState, actor: str, event: str, kind: str) -> Deci
 
 class EnterTerritory(Command):
     type: Literal["enter_territory"]
-    territory: Annotated[str, Field(min_length=1, max_length=64)]
+    territory: Territory
     via: Literal["shipment", "movement", "worm"]
 
 
@@ -719,7 +720,7 @@ def _entry_view(state: RoomState, entry: AmbassadorEntry | None) -> dict[str, An
 
 # --- the actions (domain/actions.py keeps those the rules accept) ---------------------
 
-TERRITORY = {"kind": "text", "min_length": 1, "max_length": 64}
+TERRITORY = {"kind": "choice", "options": list(TERRITORIES)}
 VIA = {"kind": "choice", "options": ["shipment", "movement", "worm"]}
 
 

@@ -40,6 +40,7 @@ from dune_ledger.domain.state import (
     Seat,
     ShippingCost,
 )
+from dune_ledger.domain.territories import Stronghold
 
 # No zone holds more cards than the whole catalog; a longer list repeats or invents ids.
 Cards = Annotated[list[CardId], Field(max_length=len(CARDS))]
@@ -66,7 +67,7 @@ class SeatLayout(Strict):
 
 class PlacedToken(Strict):
     token: Token
-    territory: Name
+    territory: Stronghold
 
 
 class AmbassadorLayout(Strict):

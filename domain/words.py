@@ -4,6 +4,7 @@ names, for the public log (each event's `text()`) and the text of the views."""
 from __future__ import annotations
 
 from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.territories import TERRITORIES
 
 FACTIONS = {
     "atreides": "Atreides", "harkonnen": "Harkonnen", "emperor": "Emperor",
@@ -31,7 +32,9 @@ def card(card_id: str | None) -> str:
 
 
 def place(territory: str) -> str:
-    return territory.replace("_", " ").replace("-", " ").title()
+    """A territory's name on the map; an old stream's free text, title-cased."""
+    known = TERRITORIES.get(territory)
+    return known if known is not None else territory.replace("_", " ").replace("-", " ").title()
 
 
 def window(kind: str) -> str:
