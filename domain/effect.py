@@ -149,7 +149,11 @@ class House:
         self.after_discard: tuple[AfterDiscard, ...] = ()
         self.zones: tuple[Callable[[RoomState], dict[str, list[str]]], ...] = ()
         self.outcomes: dict[type[Event], Outcome] = {}
-        self.disclosures: tuple[Disclosure, ...] = ()
+        # What the effects disclose (`Disclosure`), each kind apart: the leak guard asks
+        # them of every stored row.
+        self.shown_to_seat: tuple[Callable[[RoomState, str], Iterable[str]], ...] = ()
+        self.hidden_from_all: tuple[Callable[[RoomState, str], bool], ...] = ()
+        self.kept_from_log: tuple[Callable[[Event], Iterable[str]], ...] = ()
 
     def collect(self, effects: Iterable[Effect]) -> None:
         if self.effects:
@@ -186,7 +190,10 @@ class House:
         self.zones = tuple(e.zones for e in ordered if e.zones is not None)
         self.outcomes = dict(_unique("outcome", [
             (cls, fn) for e in ordered for cls, fn in e.outcomes.items()]))
-        self.disclosures = tuple(e.discloses for e in ordered)
+        disclosures = [e.discloses for e in ordered]
+        self.shown_to_seat = tuple(d.seat for d in disclosures if d.seat is not None)
+        self.hidden_from_all = tuple(d.hidden for d in disclosures if d.hidden is not None)
+        self.kept_from_log = tuple(d.log for d in disclosures if d.log is not None)
 
     def parse_command(self, raw: Any) -> Command:
         """Validate a decoded JSON object as a seat's command; a bad one is an

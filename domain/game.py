@@ -107,18 +107,17 @@ def zones(state: RoomState) -> dict[str, list[str]]:
 
 def disclosed(state: RoomState, seat: str) -> set[str]:
     """The cards `seat` may see named beyond the public facts and its own hand."""
-    return {cid for d in HOUSE.disclosures if d.seat is not None
-            for cid in d.seat(state, seat)}
+    return {cid for shown in HOUSE.shown_to_seat for cid in shown(state, seat)}
 
 
 def hidden(state: RoomState, card_id: str) -> bool:
     """Whether no public row may name this card (RULES 7)."""
-    return any(d.hidden(state, card_id) for d in HOUSE.disclosures if d.hidden is not None)
+    return any(hides(state, card_id) for hides in HOUSE.hidden_from_all)
 
 
 def kept_from_log(event: Event) -> set[str]:
     """The cards this event's public log entry must not name."""
-    return {cid for d in HOUSE.disclosures if d.log is not None for cid in d.log(event)}
+    return {cid for kept in HOUSE.kept_from_log for cid in kept(event)}
 
 
 __all__ = [

@@ -377,7 +377,7 @@ def cmd_projections_rebuild(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from dune_ledger.projections import ReadModels
+    from dune_ledger.projections.read_models import ReadModels
 
     with rooms(args) as app:
         models = app.read_models

@@ -35,7 +35,7 @@ from dune_ledger.infrastructure import observability, randomness
 from dune_ledger.infrastructure.errors import StoreUnavailable, UsageError
 from dune_ledger.infrastructure.keys import Keys
 from dune_ledger.infrastructure.settings import OUR_RECORDER, PREFIX, Settings, current
-from dune_ledger.projections import open_read_models
+from dune_ledger.projections.read_models import open_read_models
 
 
 class OrjsonTranscoder(Transcoder):

@@ -46,9 +46,8 @@ def card_ids(text: str) -> set[str]:
     return {CARD_BYTES[w] for w in CARD_KEYS.intersection(words.split())}
 
 
-def is_secret_to_all(state: RoomState, cid: str) -> bool:
-    """A card nobody may see named: in the deck, or in an open search's inventory."""
-    return hidden(state, cid)
+# A card nobody may see named, by the effects: in the deck, in an open search's inventory.
+is_secret_to_all = hidden
 
 
 def secret_to_all(state: RoomState) -> set[str]:
