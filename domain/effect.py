@@ -155,7 +155,9 @@ class House:
         self.hidden_from_all: tuple[Callable[[RoomState, str], bool], ...] = ()
         self.kept_from_log: tuple[Callable[[Event], Iterable[str]], ...] = ()
 
-    def collect(self, effects: Iterable[Effect]) -> None:
+    def collect(self, effects: Iterable[Effect], home: str) -> None:
+        """Collect the declarations, once. `home`: the module whose `RoomState` is the
+        room state's class with every effect's part (pickle finds it there)."""
         if self.effects:
             raise RuntimeError("the effects are collected once")
         ordered = tuple(sorted(effects, key=lambda e: (e.order, e.name)))
@@ -167,15 +169,15 @@ class House:
         self.parse_adapter = TypeAdapter(self.union)
         self.from_system = frozenset(cls for e in ordered for cls in (*e.operator, *e.system))
         self.any_time = tuple(cls for e in ordered for cls in e.any_time)
-        self.handlers = dict(_unique("handler", [
-            (cls, fn) for e in ordered for cls, fn in e.handlers.items()]))
+        self.handlers = _unique("handler", [
+            (cls, fn) for e in ordered for cls, fn in e.handlers.items()])
         events: list[type[Event]] = [RoomCreated, *(c for e in ordered for c in e.events)]
         self.events = _unique("event type", [(cls.__name__, cls) for cls in events])
         parts = [e.part for e in ordered if e.part is not None]
         _unique("state part", [(p.name, p) for p in parts])
         if parts:
             self.state = create_model(  # type: ignore[call-overload]
-                RoomState.__name__, __base__=RoomState, __module__=RoomState.__module__,
+                RoomState.__name__, __base__=RoomState, __module__=home,
                 **{p.name: (p.model | None, Field(default=None, exclude_if=absent))
                    for p in parts})
         self.views = tuple(e.view for e in ordered if e.view is not None)
@@ -188,8 +190,8 @@ class House:
         self.continuations = tuple(c for e in ordered for c in e.continuations)
         self.after_discard = tuple(f for e in ordered for f in e.after_discard)
         self.zones = tuple(e.zones for e in ordered if e.zones is not None)
-        self.outcomes = dict(_unique("outcome", [
-            (cls, fn) for e in ordered for cls, fn in e.outcomes.items()]))
+        self.outcomes = _unique("outcome", [
+            (cls, fn) for e in ordered for cls, fn in e.outcomes.items()])
         disclosures = [e.discloses for e in ordered]
         self.shown_to_seat = tuple(d.seat for d in disclosures if d.seat is not None)
         self.hidden_from_all = tuple(d.hidden for d in disclosures if d.hidden is not None)

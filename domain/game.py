@@ -77,7 +77,7 @@ def _all_declared(module: ModuleType, effect: Effect) -> None:
                             "does not declare it")
 
 
-HOUSE.collect(declared())
+HOUSE.collect(declared(), home=__name__)
 
 # A seat's commands, one JSON object each, told apart by `type` (INTERFACE "Commands").
 AnyCommand: Any = HOUSE.union

@@ -5,6 +5,7 @@ replayed from the store and audited, with no other file of the package touched."
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import orjson
@@ -54,6 +55,7 @@ def test_the_sample_effect_is_listed_accepted_shown_to_its_owner_replayed_and_au
         report = audit_room(app, room)
         assert report["ok"], report["checks"]
         seen = state.model_dump(mode="json")
+        assert pickle.loads(pickle.dumps(state)).model_dump(mode="json") == seen
     with open_rooms(url, key_file=str(key)) as again:  # another process's store, read anew
         replayed = replay(r.fact for r in again.records(again.load(room).id))
         assert replayed.model_dump(mode="json") == seen
