@@ -188,6 +188,8 @@ class SeatView(PublicView):
 class LogEntry(Open):
     seq: int
     version: int
+    append: int = Field(description="the version of the first event of its append: the "
+                        "entries of one command share it")
     type: str
     text: str
 
