@@ -499,8 +499,8 @@
           const reason = box.blocked ? (BLOCKED[box.blocked] || box.blocked) : 'not now';
           parts.push(h('button', { type: 'button', disabled: true, 'aria-describedby': 'box-blocked' },
             'Pay 2 spice and search the discard'));
-          parts.push(h('p', { class: 'blocked', id: 'box-blocked' },
-            `Not available: ${reason}` + (box.blocked ? ` (${box.blocked})` : '') + '.'));
+          parts.push(h('p', { class: 'blocked', id: 'box-blocked', 'data-blocked': box.blocked || null },
+            `Not available: ${reason}.`));
         }
       } else {
         parts.push(h('p', { class: 'notice', id: 'search-open' },
@@ -567,7 +567,7 @@
     const karama = respond.filter((a) => a.action === 'karama');
     const names = (list) => list.map(who).join(', ');
     fill('response',
-      h('p', {}, h('strong', { text: w.name || w.kind.replaceAll('_', ' ') }),
+      h('p', {}, h('strong', { text: w.name || named('windows', w.kind) }),
         w.payer ? ` · paid by ${fname(w.payer)}` + (w.amount !== undefined ? ` (${w.amount} spice)` : '')
           : '',
         w.beneficiary ? ` · for ${fname(w.beneficiary)}` : ''),
@@ -580,7 +580,7 @@
         pass.map((a) => actionButton(a, 'Pass', 'primary')),
         karama.map((a) => askFirst(a, karamaLabel(a),
           `This spends your ${karamaCard(a)}: it goes to the discard pile and cancels `
-          + `${w.name || named('windows', w.kind)}.`, `Yes, spend it: ${karamaLabel(a)}`))) : null);
+          + `${named('windows', w.kind)}.`, `Yes, spend it: ${karamaLabel(a)}`))) : null);
     if (at !== null) {
       tick();
       countdown = setInterval(tick, 1000);
