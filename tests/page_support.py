@@ -330,6 +330,21 @@ def at_each_width(page: Any, journey: str, step: str) -> None:
     page.set_viewport_size({"width": 1280, "height": 900})
 
 
+def asks_once(page: Page, scope: str, press: str, yes: str, no: str, journey: str,
+              step: str) -> str:
+    """Press `press` in `scope` (a selector), a choice that asks once: the focus goes to
+    `yes`, the state is checked at each width, then `no` puts the focus back on `press`.
+    Returns what the question said; whether anything was sent is the caller's check."""
+    within = page.locator(scope)
+    within.get_by_role("button", name=press, exact=True).click()
+    page.wait_for_function("t => document.activeElement.textContent === t", arg=yes)
+    says = str(within.locator(".confirm .says").inner_text())
+    at_each_width(page, journey, step)
+    within.get_by_role("button", name=no, exact=True).click()
+    page.wait_for_function("t => document.activeElement.textContent === t", arg=press)
+    return says
+
+
 class Watcher:
     """The spectator page, in a browser context of its own."""
 

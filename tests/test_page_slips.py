@@ -27,6 +27,7 @@ from tests.page_support import (
     Seat,
     Server,
     Watcher,
+    asks_once,
     at_each_width,
     columns,
     command,
@@ -78,17 +79,11 @@ def test_a_seat_asks_before_a_card_is_lost_and_reads_the_evening_in_words(
 
         # A Karama asks once, saying what it spends and what it cancels; asking sends
         # nothing, and "No" gives the button back.
-        page = atreides.page
         version = version_of(atreides)
-        atreides.button("Play Karama…").click()
-        page.wait_for_function(
-            "() => document.activeElement.textContent === 'Yes, spend it: Play Karama'")
-        assert page.inner_text("#response .confirm .says") == (
-            "This spends your Karama: it goes to the discard pile and cancels the Emperor's "
-            "income.")
-        at_each_width(page, "slips", "1-karama-asks")
-        atreides.button("No, keep it").click()
-        page.wait_for_function("() => document.activeElement.textContent === 'Play Karama…'")
+        says = asks_once(atreides.page, "#response", "Play Karama…", "Yes, spend it: Play Karama",
+                         "No, keep it", "slips", "1-karama-asks")
+        assert says == ("This spends your Karama: it goes to the discard pile and cancels the "
+                        "Emperor's income.")
         assert atreides.view()["version"] == version
         assert "karama-2" in [c["id"] for c in atreides.view()["me"]["hand"]]
 
@@ -136,15 +131,10 @@ def test_a_seat_asks_before_a_card_is_lost_and_reads_the_evening_in_words(
         # A discard asks once and says where the card goes; "No" keeps it.
         page = harkonnen.page
         version = version_of(harkonnen)
-        harkonnen.button("Discard Crysknife…").click()
-        page.wait_for_function(
-            "() => document.activeElement.textContent === 'Yes, discard Crysknife'")
-        assert page.inner_text("#more .confirm .says") == (
-            "Crysknife goes face up on top of the discard pile; it does not come back to "
-            "your hand.")
-        at_each_width(page, "slips", "3-discard-asks")
-        harkonnen.button("No, keep it").click()
-        page.wait_for_function("() => document.activeElement.textContent === 'Discard Crysknife…'")
+        says = asks_once(page, "#more", "Discard Crysknife…", "Yes, discard Crysknife",
+                         "No, keep it", "slips", "3-discard-asks")
+        assert says == ("Crysknife goes face up on top of the discard pile; it does not come "
+                        "back to your hand.")
         assert harkonnen.view()["version"] == version
         harkonnen.button("Discard Crysknife…").click()
         harkonnen.button("Yes, discard Crysknife").click()
@@ -247,15 +237,9 @@ def test_the_host_keeps_every_invitation_and_asks_before_a_new_token_or_the_end(
 
         # A new token asks once, saying what happens to the old one.
         version = listed_version(server, box)
-        page.locator(room).get_by_role("button", name="New token for Emperor…").click()
-        page.wait_for_function(
-            "() => document.activeElement.textContent === 'Yes, issue a new token'")
-        says = page.inner_text(f"{room} .confirm .says")
+        says = asks_once(page, room, "New token for Emperor…", "Yes, issue a new token",
+                         "No, keep the current one", "host-slips", "3-reissue-asks")
         assert says.startswith("Emperor's current token stops working at once")
-        at_each_width(page, "host-slips", "3-reissue-asks")
-        page.get_by_role("button", name="No, keep the current one").click()
-        page.wait_for_function(
-            "() => document.activeElement.textContent === 'New token for Emperor…'")
         assert listed_version(server, box) == version
         page.locator(room).get_by_role("button", name="New token for Emperor…").click()
         page.get_by_role("button", name="Yes, issue a new token").click()
@@ -270,16 +254,15 @@ def test_the_host_keeps_every_invitation_and_asks_before_a_new_token_or_the_end(
 
         # The Emperor's old page says what happened and what to do next.
         emperor.page.wait_for_selector("#token-form:not([hidden])")
-        assert "ask the host for your invitation" in emperor.page.inner_text("#error")
+        assert emperor.page.inner_text("#error") == (
+            "This seat's token no longer works: the host gave the seat a new one. Ask the host "
+            "for your invitation, then open it or paste its token below.")
         at_each_width(emperor.page, "host-slips", "5-old-token")
 
         # Ending asks once; then the transcript downloads, with no operator token.
-        page.locator(room).get_by_role("button", name="End room…").click()
-        assert page.inner_text(f"{room} .confirm .says") == \
-            "Ending publishes the secret; no command is taken after."
-        at_each_width(page, "host-slips", "6-end-asks")
-        page.get_by_role("button", name="No, keep it running").click()
-        page.wait_for_function("() => document.activeElement.textContent === 'End room…'")
+        says = asks_once(page, room, "End room…", "Yes, end it", "No, keep it running",
+                         "host-slips", "6-end-asks")
+        assert says == "Ending publishes the secret; no command is taken after."
         assert not server.get(f"/rooms/{box}/public", richese_token(renewed, box))["ended"]
         page.locator(room).get_by_role("button", name="End room…").click()
         page.get_by_role("button", name="Yes, end it").click()

@@ -53,14 +53,20 @@
   // The token is refused or the room is unknown: asking again will not help.
   const fatal = (e) => e.code !== null && (e.status === 401 || e.status === 404);
 
-  // A refused token, with what to do next: a seat's token stops working when the host
-  // gives the seat a new one.
+  // A refused token, with what to do next. A token that worked until now was replaced:
+  // the host gave the seat a new one.
   function refusal(e) {
     if (e.code !== 'unauthorized') return e.message;
-    return `${e.message}. ` + (watching
-      ? 'Ask the host for the spectators\' invitation, then open it or paste its token below.'
-      : 'If the host gave this seat a new token, this one no longer works: ask the host for '
-        + 'your invitation, then open it or paste its token below.');
+    if (watching) {
+      return `${e.message}. Ask the host for the spectators' invitation, then open it or `
+        + 'paste its token below.';
+    }
+    if (view) {
+      return 'This seat\'s token no longer works: the host gave the seat a new one. Ask the '
+        + 'host for your invitation, then open it or paste its token below.';
+    }
+    return `${e.message}. Ask the host for your invitation, then open it or paste its token `
+      + 'below.';
   }
 
   function newCommandId() {
@@ -850,15 +856,18 @@
     const f = view.fairness;
     const file = `transcript-${room}.jsonl`;
     const key = publicKey ? publicKey.public_key : 'PUBLIC_KEY';
+    // Only a committed room's shuffles can be checked (RULES 9); any transcript's chain can.
+    const committed = Boolean(f && f.mode === 'committed');
     fill('end',
       h('p', { id: 'ended', text: `It ended at version ${view.ended}: no command is taken any more. `
-        + 'The transcript holds every event, hidden ones too, so anyone at the table can check '
-        + 'every shuffle.' }),
+        + 'The transcript holds every event, hidden ones too'
+        + (committed ? ', so anyone at the table can check every shuffle.' : '.') }),
       f && f.secret ? whole('secret-whole', 'Published secret', f.secret) : null,
       h('div', { class: 'row wrap' }, h('button', { type: 'button', id: 'transcript', class: 'primary',
         'data-key': 'transcript', onclick: (e) => downloadTranscript(e.currentTarget, file) },
       'Download the transcript')),
-      h('p', { class: 'hint', text: 'Check every shuffle on your own computer:' }),
+      h('p', { class: 'hint', text: committed ? 'Check every shuffle on your own computer:'
+        : 'Check it on your own computer:' }),
       h('pre', { class: 'mono', id: 'verify-command', tabindex: '0', 'aria-label': 'The command to verify it',
         text: `dune-ledger verify ${file} --key ${key}` }));
     if (!publicKey) readKey();
