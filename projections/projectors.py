@@ -257,7 +257,6 @@ def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
     """The stored JSON of `rec`'s public log entry number `seq` (None: `rec` is not
     public), checked by the guard against `state`, the room just after `rec`."""
     fact = rec.fact
-    numbers = (rec.append, seq, rec.originator_version)  # as NUMBERS names them
     shape = entry_shape(fact)
     if shape is None:
         return None
@@ -267,10 +266,8 @@ def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
             return None
         text, named = dumps(entry), None
     else:
-        parts, named = shape
-        text = parts[0] + "".join(f'"{key}":{n}{part}'
-                                  for key, n, part in zip(NUMBERS, numbers, parts[1:],
-                                                          strict=True))
+        to_append, to_seq, to_version, tail, named = shape
+        text = f"{to_append}{rec.append}{to_seq}{seq}{to_version}{rec.originator_version}{tail}"
     if guard.public_leaks(state, text, fact, named):
         entry = public_entry(seq, rec.originator_version, fact, rec.append)
         assert entry is not None  # it made `text`
@@ -284,8 +281,9 @@ def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
 # ("Emperor drew a card"). Bounded (a shape holds about 800 bytes, and search ids make
 # new shapes all the time), and cleared whole when full.
 NUMBERS = ("append", "seq", "version")  # an entry's numbers, in the order keys sort
-EntryShape = tuple[tuple[str, ...], frozenset[str]]  # the text around the numbers; cards
-UNSHAPED: EntryShape = ((), frozenset())  # render this event's entry every time
+# The text up to each number (its key included) and after the last; the cards it names.
+EntryShape = tuple[str, str, str, str, frozenset[str]]
+UNSHAPED: EntryShape = ("", "", "", "", frozenset())  # render this event's entry every time
 ENTRY_SHAPES: dict[tuple[Any, ...], EntryShape | None] = {}
 ENTRY_SHAPES_LIMIT = 4_096
 
@@ -313,16 +311,16 @@ def entry_shape(fact: Any) -> EntryShape | None:
         text = dumps(public_entry(0, 0, fact, 0))
         # Sorted keys put the numbers in NUMBERS' order; each found once (a quote inside
         # a string is escaped) is the key itself, and the text splits around it exactly.
-        marks = [f'"{name}":0' for name in NUMBERS]
-        places = [text.find(mark) for mark in marks]
-        if any(text.count(mark) != 1 for mark in marks) or places != sorted(places):
+        marks = [f'"{name}":' for name in NUMBERS]
+        places = [text.find(mark + "0") for mark in marks]
+        if any(text.count(mark + "0") != 1 for mark in marks) or places != sorted(places):
             shape = UNSHAPED
         else:
-            parts, rest = [], text
-            for mark in marks:
-                before, rest = rest.split(mark)
-                parts.append(before)
-            shape = ((*parts, rest), frozenset(guard.card_ids(text)))
+            to_append, rest = text.split(marks[0] + "0")
+            to_seq, rest = rest.split(marks[1] + "0")
+            to_version, tail = rest.split(marks[2] + "0")
+            shape = (to_append + marks[0], to_seq + marks[1], to_version + marks[2], tail,
+                     frozenset(guard.card_ids(text)))
     if len(ENTRY_SHAPES) >= ENTRY_SHAPES_LIMIT:
         ENTRY_SHAPES.clear()
     ENTRY_SHAPES[key] = shape
