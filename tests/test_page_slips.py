@@ -138,6 +138,8 @@ def test_a_seat_asks_before_a_card_is_lost_and_reads_the_evening_in_words(
         assert harkonnen.view()["version"] == version
         harkonnen.button("Discard Crysknife…").click()
         harkonnen.button("Yes, discard Crysknife").click()
+        page.wait_for_function(
+            "v => Number(document.getElementById('table').dataset.version) > v", arg=version)
         harkonnen.settled()
         after = harkonnen.view()
         assert after["version"] > version and after["discard"]["top"]["id"] == "crysknife"
