@@ -32,6 +32,7 @@ from dune_ledger.domain.game import (
     RoomCreated,
     RoomState,
     apply,
+    faction_name,
     initial_state,
 )
 
@@ -108,7 +109,8 @@ class SeatTokenReissued(Event):
         return {"seat": self.seat}
 
     def text(self) -> str:
-        return f"{self.seat} was given a new seat token"
+        return (f"The host gave {faction_name(self.seat)} a new seat token; the old one no "
+                "longer works")
 
 
 # Every type a room's stream stores, by its name: the rules' events and the room's own.

@@ -48,7 +48,8 @@ from dune_ledger.domain.randomness import Randomness, Rng, commitment, derived_s
 from dune_ledger.domain.responses import WindowDeadline, expired
 from dune_ledger.domain.rules import SYSTEM, Tx, apply, decide, initial_state, replay
 from dune_ledger.domain.views import public_entry, public_view, seat_view, seat_view_at
-from dune_ledger.domain.words import FACTIONS as FACTION_NAMES
+from dune_ledger.domain.words import PAGE_WORDS
+from dune_ledger.domain.words import faction as faction_name
 
 
 def declared() -> list[Effect]:
@@ -134,7 +135,7 @@ __all__ = [
     "seat_view", "seat_view_at", "public_view", "public_entry", "actions",
     "candidates", "offer_of", "disclosed", "hidden", "kept_from_log",
     # the catalog and the game's words
-    "CARDS", "EXPANSIONS", "FACTIONS", "FACTION_NAMES", "is_box", "room_cards",
+    "CARDS", "EXPANSIONS", "FACTIONS", "PAGE_WORDS", "faction_name", "is_box", "room_cards",
     "FIRST_CATALOG", "NEWEST_CATALOG",
     # fair dealing and its verifier
     "Randomness", "Rng", "commitment", "derived_shuffle", "mix", "words", "committed",

@@ -137,7 +137,7 @@ def test_every_territory_of_the_map_is_entered_and_logged_by_its_name(where):
     tx = run(room(), "atreides", {"type": "enter_territory", "territory": where,
                                   "via": "movement"})
     assert types(tx)[0] == "TerritoryEntered"
-    assert tx.events[0].text() == "Atreides entered " + TERRITORIES[where] + " (movement)"
+    assert tx.events[0].text() == "Atreides entered " + TERRITORIES[where] + " by moving"
 
 
 def test_the_seat_is_offered_the_map_s_territories():
@@ -166,8 +166,8 @@ def test_a_stored_entry_of_free_text_still_replays_and_reads():
                                         "via": "worm"})]
     for event in events:
         apply(state, event)
-    assert [e.text() for e in events] == ["Atreides entered Narnia (shipment)",
-                                          "Emperor entered Tueks Sietch (worm)"]
+    assert [e.text() for e in events] == ["Atreides entered Narnia by shipment",
+                                          "Emperor entered Tueks Sietch riding a worm"]
 
 
 def test_an_unimplemented_token_is_refused_not_pretended():
