@@ -3,6 +3,11 @@
 State is only ever changed by applying events (`domain.rules.apply`). It is
 plain pydantic so that it dumps to canonical JSON for snapshots and the
 audit's state hash.
+
+The effects written before an effect could declare its part of the state
+(`effect.Part`) keep theirs here, where they were, so that every stored state
+reads and dumps as it did; a new effect declares its part, and `domain/game.py`
+adds it to this class (`game.RoomState`).
 """
 
 from __future__ import annotations
