@@ -177,9 +177,11 @@ def cmd_room_create(args: argparse.Namespace) -> int:
 
 
 def cmd_room_command(args: argparse.Namespace) -> int:
+    from dune_ledger.domain.game import OPERATOR
+
     raw = parse_json(args.command, "the command")
     with rooms(args) as app:
-        result = app.execute(args.room, args.seat, raw)
+        result = app.execute(args.room, OPERATOR if args.operator else args.seat, raw)
     emit(result)
     if not result["ok"]:
         error = result["error"]
@@ -503,17 +505,22 @@ def examples(*lines: str) -> str:
 
 def command_types() -> str:
     """Every command type and its fields, from the command models themselves."""
-    from dune_ledger.domain.game import COMMANDS, Command
+    from dune_ledger.domain.game import COMMANDS, OPERATOR_COMMANDS, Command
 
     common = set(Command.model_fields)
-    lines = []
-    for name, cls in COMMANDS.items():
-        fields = {field: f for field, f in cls.model_fields.items()
-                  if field not in common and field != "type"}
-        shown = ", ".join(n if f.is_required() else f"[{n}]" for n, f in fields.items())
-        lines.append(f"  {name:<20} {shown}")
+
+    def listed(commands: dict[str, type[Command]]) -> list[str]:
+        lines = []
+        for name, cls in commands.items():
+            fields = {field: f for field, f in cls.model_fields.items()
+                      if field not in common and field != "type"}
+            shown = ", ".join(n if f.is_required() else f"[{n}]" for n, f in fields.items())
+            lines.append(f"  {name:<20} {shown}")
+        return lines
+
     return ("command types (every command may also carry command_id and "
-            "expected_version):\n" + "\n".join(lines))
+            "expected_version):\n" + "\n".join(listed(COMMANDS))
+            + "\n\nthe operator's (--operator):\n" + "\n".join(listed(OPERATOR_COMMANDS)))
 
 
 def command(parent: Any, name: str, help: str, *example: str,
@@ -576,15 +583,19 @@ def add_room_commands(sub: Any) -> None:
                         help="a layout JSON file (INTERFACE 'Layout'; see examples/), or - "
                              "for stdin")
     create.set_defaults(fn=cmd_room_create)
-    cmd = command(rsub, "command", "run one command as a seat; prints the result (exit 1 "
-                  "when a rule refuses it)",
+    cmd = command(rsub, "command", "run one command as a seat, or one of the operator's; "
+                  "prints the result (exit 1 when a rule refuses it)",
                   "dune-ledger room command ROOM --as richese "
                   "'{\"type\": \"begin_search\", \"card\": \"nullentropy-box\"}'",
                   "dune-ledger room command ROOM --as emperor '{\"type\": \"draw\"}'",
+                  "dune-ledger room command ROOM --operator '{\"type\": \"end_room\"}'",
                   epilog=command_types())
     cmd.add_argument("room", metavar="ROOM", help="the room id `room create` printed")
-    cmd.add_argument("--as", dest="seat", required=True, choices=FACTIONS, metavar="FACTION",
-                     help=f"the acting seat: {', '.join(FACTIONS)}")
+    sent_by = cmd.add_mutually_exclusive_group(required=True)
+    sent_by.add_argument("--as", dest="seat", choices=FACTIONS, metavar="FACTION",
+                         help=f"the acting seat: {', '.join(FACTIONS)}")
+    sent_by.add_argument("--operator", action="store_true",
+                         help="send one of the operator's commands (types below)")
     cmd.add_argument("command", metavar="JSON",
                      help="the command as one JSON object (types below)")
     cmd.set_defaults(fn=cmd_room_command)
