@@ -35,21 +35,29 @@ class RoomQueries(RoomStore):
     reopen: Callable[[], RoomQueries] | None = None
 
     def room_summaries(self) -> list[dict[str, Any]]:
-        """Every room for the operator: id, version, seats, ended, created, last command."""
+        """Every room for the operator: id, version, seats, ended, created, last command;
+        a damaged room (RULES 8) with what is wrong, the others as ever."""
         out = []
         for uid in self.room_ids():
-            room = self.peek(uid)
-            first = self.records(uid, lte=1)
-            last = self.records(uid, gt=room.version - 1)
-            out.append({
-                "room": str(uid), "version": room.version,
-                "seats": [s.faction for s in room.state.seats],
-                "ended": room.state.ended,
-                "created": first[0].at if first else None,
-                "last_command": None if not last or last[-1].seat is None else {
-                    "at": last[-1].at, "seat": last[-1].seat, "event": last[-1].type},
-            })
+            try:
+                out.append(self._summary(uid))
+            except Rejection as r:
+                out.append({"room": str(uid), "version": None, "seats": [], "ended": None,
+                            "created": None, "last_command": None, "damaged": r.message})
         return out
+
+    def _summary(self, uid: UUID) -> dict[str, Any]:
+        room = self.peek(uid)
+        first = self.records(uid, lte=1)
+        last = self.records(uid, gt=room.version - 1)
+        return {
+            "room": str(uid), "version": room.version,
+            "seats": [s.faction for s in room.state.seats],
+            "ended": room.state.ended,
+            "created": first[0].at if first else None,
+            "last_command": None if not last or last[-1].seat is None else {
+                "at": last[-1].at, "seat": last[-1].seat, "event": last[-1].type},
+        }
 
     def _caught_up(self, room_id: str) -> tuple[ReadModelsPort, str, bool]:
         """The read models, the canonical room id, and whether the models caught up.
