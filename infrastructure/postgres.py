@@ -18,6 +18,7 @@ audit's) go through the cursor, whose rows are built in C.
 
 from __future__ import annotations
 
+import hashlib
 import select
 import struct
 import threading
@@ -68,6 +69,8 @@ ID_SHIFT = 20
 # The advisory lock of a recorder's table creation (`RoomsRecorder._create_table`).
 DDL_LOCK_KEY = 0x64756E66
 MAX_ID = (1 << 63) - 1
+NAME_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are cut
+LONGEST_SUFFIX = "_append_parts"  # of the names made from the table's (`name_base`)
 EVENT_COLUMNS = "originator_id, originator_version, topic, state"
 ROOM_COLUMNS = "originator_version, topic, state"
 
@@ -176,18 +179,31 @@ def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult
     raise errors.error_from_result(result, encoding=conn.info.encoding)
 
 
+def name_base(table: str) -> str:
+    """What the names of a table's functions and prepared statements begin with: the
+    table's name, or, when that leaves no room for the longest suffix (PostgreSQL cuts
+    every name at 63 bytes, and two names cut alike are one: `..._settled_max` became
+    `..._settled`, calling itself), its start and a hash of the whole."""
+    room = NAME_BYTES - len(LONGEST_SUFFIX)
+    if len(table.encode()) <= room:
+        return table
+    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
+    return f"{table.encode()[:room - 9].decode(errors='ignore')}_{digest}"
+
+
 class RoomsRecorder(PostgresApplicationRecorder):
     def __init__(self, datastore: PostgresDatastore, *,
                  events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
+        self.name_base = name_base(self.events_table_name)
         schema = Identifier(datastore.schema)
         table = Identifier(self.events_table_name)
-        function = Identifier(f"{self.events_table_name}_append")
+        function = Identifier(f"{self.name_base}_append")
         # Group commit (`GroupCommit`): the appends of several commands in one statement,
         # each in a subtransaction of its own, so that one room's lost compare-and-set
         # (a unique violation) leaves the others stored. Returns each stored part's
         # first id; its ids run on from it.
-        parts_function = Identifier(f"{self.events_table_name}_append_parts")
+        parts_function = Identifier(f"{self.name_base}_append_parts")
         self.sql_create_statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{function}("
             "ids uuid[], versions bigint[], topics text[], states bytea[], parts bigint[]) "
@@ -223,7 +239,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
         # of the server do not hold the followers back, as `pg_snapshot_xmin` would.
         # Its first statement's snapshot, then the running ones, then (the caller's
         # next statement) the rows: in that order, or a commit in between is passed.
-        settled = Identifier(f"{self.events_table_name}_settled")
+        settled = Identifier(f"{self.name_base}_settled")
         self.sql_create_statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{settled}() RETURNS bigint "
             "LANGUAGE plpgsql VOLATILE AS $BODY$ "
@@ -240,7 +256,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "RETURN LEAST(x, COALESCE(low, x)) << {shift}; "
             "END; $BODY$"
         ).format(schema=schema, settled=settled, shift=SQL(str(ID_SHIFT))))
-        follow = Identifier(f"{self.events_table_name}_follow")
+        follow = Identifier(f"{self.name_base}_follow")
         self.sql_create_statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{follow}("
             "after bigint, below bigint, topics text[], lim bigint) "
@@ -257,7 +273,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "ORDER BY e.notification_id LIMIT lim; "
             "END; $BODY$"
         ).format(schema=schema, follow=follow, settled=settled, table=table))
-        last = Identifier(f"{self.events_table_name}_settled_max")
+        last = Identifier(f"{self.name_base}_settled_max")
         self.sql_create_statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{last}() RETURNS bigint "
             "LANGUAGE plpgsql VOLATILE AS $BODY$ "
@@ -307,7 +323,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
         ).format(schema=schema, table=table, function=function, shift=SQL(str(ID_SHIFT)),
                  s=Literal(datastore.schema), t=Literal(self.events_table_name)))
         self.append_statements: dict[int, bytes] = {}
-        self.append_name = f"{self.events_table_name}_append".encode()
+        self.append_name = f"{self.name_base}_append".encode()
         self.notifier = Notifier(self)
         # The factory leaves it on only when DUNE_LEDGER_PG_GROUP_COMMIT says yes.
         self.group: GroupCommit | None = GroupCommit(self.append_parts)
@@ -324,7 +340,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "ORDER BY originator_version"
         ).format(columns=SQL(ROOM_COLUMNS), schema=schema, snapshots=snapshots,
                  table=table).as_bytes(None)
-        self.room_name = f"{self.events_table_name}_room".encode()
+        self.room_name = f"{self.name_base}_room".encode()
         self.queries: dict[object, bytes] = {}
 
     def _create_table(self, curs: Any) -> None:
@@ -494,7 +510,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "AND notification_id < (SELECT {schema}.{settled}())").format(
                 schema=Identifier(self.datastore.schema),
                 table=Identifier(self.events_table_name),
-                settled=Identifier(f"{self.events_table_name}_settled")),
+                settled=Identifier(f"{self.name_base}_settled")),
             {"after": after})[0][0])
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)

@@ -296,6 +296,19 @@ def drawn(app: RoomsApp) -> str:
     return room
 
 
+def datastore(url: str) -> Any:
+    """The library's PostgreSQL datastore on the database of `url`, for a recorder made
+    by hand (a table of the test's own)."""
+    from urllib.parse import urlparse
+
+    from eventsourcing.postgres import PostgresDatastore
+
+    parsed = urlparse(url)
+    return PostgresDatastore(dbname=parsed.path.strip("/"), host=parsed.hostname or "",
+                             port=str(parsed.port or 5432), user=parsed.username or "postgres",
+                             password=parsed.password or "")
+
+
 # --- the PostgreSQL notification log, as a follower reads it -----------------------
 
 # Two seats of the Box: a room is written in one statement.
