@@ -298,7 +298,8 @@ def drawn(app: RoomsApp) -> str:
 
 def datastore(url: str) -> Any:
     """The library's PostgreSQL datastore on the database of `url`, for a recorder made
-    by hand (a table of the test's own)."""
+    by hand (a table of the test's own), with the pool `open_rooms` gives (a follower's
+    LISTEN holds a connection of its own)."""
     from urllib.parse import urlparse
 
     from eventsourcing.postgres import PostgresDatastore
@@ -306,7 +307,7 @@ def datastore(url: str) -> Any:
     parsed = urlparse(url)
     return PostgresDatastore(dbname=parsed.path.strip("/"), host=parsed.hostname or "",
                              port=str(parsed.port or 5432), user=parsed.username or "postgres",
-                             password=parsed.password or "")
+                             password=parsed.password or "", pool_size=2, max_overflow=8)
 
 
 # --- the PostgreSQL notification log, as a follower reads it -----------------------
