@@ -34,6 +34,12 @@ if TYPE_CHECKING:  # the pure rules tests import this module too: no server libr
     from dune_ledger.projections.read_models import ReadModels
 
 BOX = "nullentropy-box"
+# Seconds a test waits for what must happen (a process to start, answer, end; a follower
+# to catch up) before it calls it a hang: a bound on a hang, never a measure of speed.
+# On a loaded machine (two cores shared by several suites) a server took over 10 s to
+# start and a finished process seconds to exit; a failure is seen at once where it can
+# be (a process that died), not by waiting.
+HANG = 300.0
 # The fewest events a part of a parallel audit covers, small enough for a test's room.
 PART_MIN = 40
 
@@ -212,15 +218,41 @@ class Server:
 
     def __enter__(self) -> Server:
         self.thread.start()
-        for _ in range(400):
-            if self.server.started:
-                return self
-            time.sleep(0.025)
-        raise RuntimeError("the server did not start")
+        until(lambda: self.server.started or not self.thread.is_alive(), "the server to start",
+              poll=0.025)
+        if not self.server.started:
+            raise RuntimeError("the server did not start")
+        return self
 
     def __exit__(self, *_: Any) -> None:
         self.server.should_exit = True
-        self.thread.join(timeout=20)
+        self.thread.join(timeout=HANG)
+
+
+def until(condition: Any, what: Any, *, poll: float = 0.05) -> None:
+    """Wait until `condition()` holds; after HANG seconds, a failure naming `what` (text,
+    or a function that gives it then: a log read so far, say)."""
+    deadline = time.monotonic() + HANG
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"waited {HANG:g} s for {what() if callable(what) else what}")
+        time.sleep(poll)
+
+
+def answering(base: str, proc: Any = None) -> None:
+    """Wait until the server at `base` answers /healthz; `proc`, the server's process, if it
+    exits first, fails the wait at once."""
+    import httpx
+
+    def up() -> bool:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the server at {base} exited with {proc.returncode}")
+        try:
+            return httpx.get(f"{base}/healthz", timeout=HANG).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    until(up, f"the server at {base} to answer")
 
 
 def events(lines: Iterator[str], count: int) -> list[dict[str, str]]:
