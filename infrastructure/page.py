@@ -15,7 +15,6 @@ access log.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,8 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from dune_ledger.domain.game import FACTION_NAMES
+from dune_ledger.infrastructure.demo import EXAMPLES
+from dune_ledger.infrastructure.settings import current
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -32,16 +33,16 @@ FACTIONS_JSON = json.dumps(FACTION_NAMES)  # the game's names, one source for ev
 # The only files /static/page/ serves: no directory is exposed.
 STATIC = {"common.js": "text/javascript", "page.js": "text/javascript",
           "host.js": "text/javascript", "page.css": "text/css"}
-# The layouts the host page offers to start from: `dune_ledger/examples`, a link to the
-# checkout's examples/.
-EXAMPLES = HERE.parent / "examples"
 
 
 def examples() -> dict[str, Any]:
+    """The layouts the host page offers to start from: the demo's, by name."""
     found: dict[str, Any] = {}
-    for path in sorted(EXAMPLES.glob("*.json")) if EXAMPLES.is_dir() else []:
+    for item in sorted(EXAMPLES.iterdir(), key=lambda item: item.name):
+        if not item.name.endswith(".json"):
+            continue
         try:
-            found[path.stem] = json.loads(path.read_text())
+            found[item.name.removesuffix(".json")] = json.loads(item.read_text())
         except (OSError, ValueError):
             continue  # an example that does not read is not offered
     return found
@@ -49,8 +50,7 @@ def examples() -> dict[str, Any]:
 
 def frame_ancestors() -> str:
     """Who may embed the page in a frame: the page's own origin and the API's CORS origins."""
-    extra = os.environ.get("DUNE_LEDGER_CORS_ORIGINS", "").replace(",", " ").split()
-    return " ".join(["'self'", *extra])
+    return " ".join(["'self'", *current().cors_origins])
 
 
 def security_headers() -> dict[str, str]:

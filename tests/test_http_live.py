@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.infrastructure import http_errors
+from dune_ledger.infrastructure import http_errors, settings
 from dune_ledger.infrastructure.http import create_app
 from dune_ledger.infrastructure.http_auth import WRONG_LIMIT
 from tests.support import ADMIN, assert_error, auth, authenticate, create
@@ -168,6 +168,7 @@ def test_cors_only_from_the_configured_origins(rooms: RoomsApp,
         r = off.options("/rooms/x/view", headers=preflight)
         assert "access-control-allow-origin" not in r.headers
     monkeypatch.setenv("DUNE_LEDGER_CORS_ORIGINS", "https://table.example")
+    settings.current.cache_clear()  # read anew, as a process started now would
     with TestClient(create_app(rooms, admin_token=ADMIN)) as on:
         r = on.options("/rooms/x/view", headers=preflight)
         assert r.status_code == 200

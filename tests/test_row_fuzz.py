@@ -27,6 +27,7 @@ import pytest
 from dune_ledger.application.audit import audit_all, audit_room
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.domain.game import Rejection
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.worker import Worker
 from dune_ledger.projections.read_models import ReadModels
@@ -275,7 +276,7 @@ def test_no_stored_row_breaks_another_room(backend: str, tmp_path: Path,
                                            capfd: pytest.CaptureFixture[str]) -> None:
     caplog.set_level(logging.WARNING)
     with fuzz_store(backend, tmp_path) as url:
-        app = open_rooms(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="3", DUNE_LEDGER_ROOM_CACHE="0")
+        app = open_rooms(url, settings=Settings(snapshot_interval=3, room_cache=0))
         db = Db(url, app)
         follower = None
         try:
