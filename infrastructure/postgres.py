@@ -58,6 +58,7 @@ PREPARED_UP_TO = 16
 # seconds apart (the library's retry of its statements).
 APPEND_ATTEMPTS, APPEND_RETRY_WAIT = 10, 0.2
 RECONNECT_TIMEOUT = 2.0  # seconds the pool retries a lost connection before it gives up
+CLOSE_WAIT = 5.0  # seconds a closing store waits for a NOTIFY in flight (`Notifier.close`)
 # A notification id is the appending transaction's id shifted left by ID_SHIFT bits
 # plus the event's place in that transaction: ids rise in transaction-id order, and
 # 2**ID_SHIFT events fit one transaction (PostgreSQL's 64-bit transaction ids stay
@@ -745,6 +746,7 @@ class Notifier:
         self.wanted = threading.Event()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
+        self.closed = False
         # A NOTIFY takes a transaction id, so its commit would wait for a WAL flush of
         # its own; nothing of it needs to survive a crash (followers read the log).
         self.statement = SQL("BEGIN; SET LOCAL synchronous_commit = off; NOTIFY {0}; "
@@ -760,14 +762,19 @@ class Notifier:
                     self.thread.start()
 
     def run(self) -> None:
-        while True:
+        while not self.closed:
             self.wanted.wait()
             if not self.send():
                 time.sleep(0.2)  # the store is away: followers poll meanwhile
 
-    def send(self) -> bool:
-        """NOTIFY now if an append asked for it; False if it could not be sent."""
-        with self.lock:
+    def send(self, wait: float = -1) -> bool:
+        """NOTIFY now if an append asked for it; False if it could not be sent (or, with
+        `wait`, another send held the lock that many seconds)."""
+        if self.closed:
+            return True
+        if not self.lock.acquire(timeout=wait):
+            return False
+        try:
             if not self.wanted.is_set():
                 return True
             self.wanted.clear()  # an append committed after this asks again
@@ -778,6 +785,20 @@ class Notifier:
                 self.wanted.set()
                 return False
             return True
+        finally:
+            self.lock.release()
+
+    def close(self) -> None:
+        """The last appends' NOTIFY (a one-shot command's), then none: the thread ends.
+
+        The thread went on trying a closed pool every 0.2 s, holding the lock as it
+        tried; the interpreter's exit stops such a thread where it stands, and a close at
+        the exit's garbage collection (the library's `__del__`) then waited for that lock
+        for ever: a process that had done its work never ended. A close waits for a send
+        in flight CLOSE_WAIT seconds at most (followers poll for what no NOTIFY tells)."""
+        self.send(wait=CLOSE_WAIT)
+        self.closed = True
+        self.wanted.set()  # the thread wakes, and ends
 
 
 def not_null(result: pq.abc.PGresult) -> Callable[[int, int], bytes]:
@@ -859,7 +880,6 @@ class RoomsPostgresFactory(PostgresFactory):
         return recorder
 
     def close(self) -> None:
-        # The last appends' NOTIFY, before the pool goes (a one-shot command's).
-        for recorder in self.recorders:
-            recorder.notifier.send()
+        for recorder in self.recorders:  # before the pool goes
+            recorder.notifier.close()
         super().close()

@@ -11,7 +11,6 @@ gets a clear rejection. Nothing is applied twice and nothing is lost.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import queue
 import time
 from collections import Counter
@@ -55,22 +54,13 @@ def racer(url: str, room: str, seat: str, command: dict[str, Any], barrier: Any,
         results.put((app.execute(room, seat, command), conflicts))
     finally:
         app.close()
-    exit_now(results)
-
-
-def exit_now(results: Any) -> None:
-    """End a process whose result is sent and whose app is closed, without the
-    interpreter's teardown: on a loaded machine that took seconds of CPU per process
-    (a racer's exit once outlasted a 60 s join), and nothing is left to tear down."""
-    results.close()
-    results.join_thread()  # the result is in the pipe
-    os._exit(0)
 
 
 def collected(procs: list[Any], results: Any, barriers: list[Any]) -> list[Any]:
     """Every process's result, however long they take to start on a loaded machine; one
     that exits before sending its result fails the test at once (and releases the others
-    from the barriers)."""
+    from the barriers). Each must then end: a racer whose app had closed once hung at its
+    exit (infrastructure/postgres.py `Notifier.close`)."""
     out: list[Any] = []
     deadline = time.monotonic() + HANG
     while len(out) < len(procs):
@@ -205,7 +195,6 @@ def opener(url: str, barrier: Any, results: Any) -> None:
         results.put(app.create_room(layout())["room"])
     finally:
         app.close()
-    exit_now(results)
 
 
 def test_processes_starting_on_a_fresh_database_create_the_tables_once(pg_admin_url: str) -> None:

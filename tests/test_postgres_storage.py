@@ -18,7 +18,7 @@ from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.postgres import RoomsRecorder, name_base, prepare_and_run
 from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import environment, open_rooms
-from tests.support import database, datastore, layout
+from tests.support import HANG, database, datastore, layout, until
 
 
 def test_url_and_pool_settings_reach_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -283,3 +283,23 @@ def test_a_long_table_name_keeps_its_functions_apart(pg_url: str, length: int) -
                 curs.execute(f'DROP FUNCTION IF EXISTS "{name}"')
             curs.execute(f'DROP TABLE IF EXISTS "{table}"')
         store.close()
+
+
+def test_a_closed_store_leaves_no_notifier_behind(pg_url: str) -> None:
+    """A closed app's notifier sends its last NOTIFY and its thread ends; a second close
+    returns at once even with the notifier's lock held. The thread went on trying the
+    closed pool, holding that lock as it tried; the interpreter's exit stops it where it
+    stands, and the library's `__del__` closes the app again at the exit: processes that
+    had done their work (a racer, a player) hung there for ever."""
+    app = open_rooms(pg_url)
+    room = app.create_room(layout())["room"]
+    assert app.execute(room, "emperor", {"type": "draw"})["ok"]
+    notifier = app.recorder.notifier  # type: ignore[attr-defined]
+    app.close()
+    assert notifier.thread is not None
+    until(lambda: not notifier.thread.is_alive(), "the notifier's thread to end")
+    notifier.lock.acquire()  # as a thread stopped in the middle of a send holds it
+    again = threading.Thread(target=app.close, daemon=True)
+    again.start()
+    again.join(timeout=HANG)
+    assert not again.is_alive()
