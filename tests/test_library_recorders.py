@@ -193,10 +193,14 @@ class SQLiteTracking(SQLiteTrackingRecorder):
 
 
 class Factories(InfrastructureFactoryTestCase[Any]):
-    """The factory as `open_rooms` configures it from a storage URL."""
+    """The factory as `open_rooms` configures it from a storage URL, and the classes it
+    makes (`made`: the factory, its aggregate, application, tracking and process
+    recorders, and a tracking recorder's subclass)."""
 
+    __test__ = False  # its cases run in the subclasses below
     backend: str
     url: str
+    made: tuple[type[Any], type[Any], type[Any], type[Any], type[Any], type[Any]]
 
     def setUp(self) -> None:
         differs(self, self._testMethodName)
@@ -212,50 +216,37 @@ class Factories(InfrastructureFactoryTestCase[Any]):
                 conn.execute("DROP SCHEMA public CASCADE")
                 conn.execute("CREATE SCHEMA public")
 
+    def expected_factory_class(self) -> type[Any]:
+        return self.made[0]
+
+    def expected_aggregate_recorder_class(self) -> type[Any]:
+        return self.made[1]
+
+    def expected_application_recorder_class(self) -> type[Any]:
+        return self.made[2]
+
+    def expected_tracking_recorder_class(self) -> type[Any]:
+        return self.made[3]
+
+    def expected_process_recorder_class(self) -> type[Any]:
+        return self.made[4]
+
+    def tracking_recorder_subclass(self) -> type[Any]:
+        return self.made[5]
 
 
 class TestRoomsPostgresFactory(Factories):
+    __test__ = True
     backend = "postgresql"
-
-    def expected_factory_class(self) -> type[Any]:
-        return RoomsPostgresFactory
-
-    def expected_aggregate_recorder_class(self) -> type[Any]:
-        return RoomSnapshotsRecorder
-
-    def expected_application_recorder_class(self) -> type[Any]:
-        return RoomsRecorder
-
-    def expected_tracking_recorder_class(self) -> type[Any]:
-        return PostgresTrackingRecorder
-
-    def tracking_recorder_subclass(self) -> type[Any]:
-        return PostgresTracking
-
-    def expected_process_recorder_class(self) -> type[Any]:
-        return PostgresProcessRecorder
+    made = (RoomsPostgresFactory, RoomSnapshotsRecorder, RoomsRecorder, PostgresTrackingRecorder,
+            PostgresProcessRecorder, PostgresTracking)
 
 
 class TestRoomsSQLiteFactory(Factories):
+    __test__ = True
     backend = "sqlite"
-
-    def expected_factory_class(self) -> type[Any]:
-        return SQLiteFactory
-
-    def expected_aggregate_recorder_class(self) -> type[Any]:
-        return SQLiteAggregateRecorder
-
-    def expected_application_recorder_class(self) -> type[Any]:
-        return RoomsSQLiteRecorder
-
-    def expected_tracking_recorder_class(self) -> type[Any]:
-        return SQLiteTrackingRecorder
-
-    def tracking_recorder_subclass(self) -> type[Any]:
-        return SQLiteTracking
-
-    def expected_process_recorder_class(self) -> type[Any]:
-        return SQLiteProcessRecorder
+    made = (SQLiteFactory, SQLiteAggregateRecorder, RoomsSQLiteRecorder, SQLiteTrackingRecorder,
+            SQLiteProcessRecorder, SQLiteTracking)
 
 
 @pytest.fixture
