@@ -95,6 +95,14 @@ def test_the_operator_lists_the_rooms(client: TestClient) -> None:
     (entry,) = [r for r in listed.json() if r["room"] == room["room"]]
     assert entry["seats"] == ["richese", "emperor", "harkonnen"] and entry["version"] >= 2
     assert entry["created"] and entry["last_command"]["seat"] == "emperor"
+    assert entry["last_command"]["text"] == "Emperor drew a card"
+    # A new seat token is no command: the last command stays what it was.
+    reissued = client.post(f"/rooms/{room['room']}/seats/richese/token", headers=auth(ADMIN))
+    assert reissued.status_code == 201
+    (after,) = [r for r in client.get("/rooms", headers=auth(ADMIN)).json()
+                if r["room"] == room["room"]]
+    assert after["version"] == entry["version"] + 1
+    assert after["last_command"] == entry["last_command"]
     assert_error(client.get("/rooms"), 401)
     assert_error(client.get("/rooms", headers=auth(token)), 401)
 
