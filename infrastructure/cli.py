@@ -309,7 +309,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     failed = [r for r in reports if not r["ok"]]
     if args.all:
         emit(failed if args.failures_only else reports)
-        events = sum(int(r["events"]) for r in reports)
+        events = sum(r["events"] or 0 for r in reports)  # None: a room not audited
         problems = sum(1 for r in failed for c in r["checks"].values() if c["ok"] is False)
         print(f"audited {len(reports)} rooms, {events} events: {len(failed)} rooms with "
               f"problems ({problems} failed checks)", file=sys.stderr)
@@ -343,8 +343,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise
         except OSError as e:
             raise Exit(2, f"cannot write '{args.output}': {e.strerror}") from None
-    print(f"exported {counts[0]} rooms, {counts[1]} events", file=sys.stderr)
-    return 0
+    rooms_written, events, left_out = counts
+    print(f"exported {rooms_written} rooms, {events} events", file=sys.stderr)
+    for why in left_out:
+        print(f"left out: {why}", file=sys.stderr)
+    return 1 if left_out else 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.infrastructure.http import MAX_BODY, create_app
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import ADMIN, assert_error, auth, create, free_port, layout
+from tests.support import ADMIN, HANG, answering, assert_error, auth, create, free_port, layout
 
 SEATS = ["richese", "emperor", "harkonnen"]
 # Cards only their holder may see: every hand card of the layout but the Box, whose
@@ -442,32 +441,30 @@ def test_fuzzed_raw_requests_never_get_a_500(
 # --- the real server ----------------------------------------------------------------------
 
 
-def test_dune_ledger_serve_on_postgres(pg_url: str) -> None:
+def test_dune_ledger_serve_on_postgres(pg_url: str, tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "DUNE_LEDGER_ADMIN_TOKEN": ADMIN}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "dune_ledger", "--db", pg_url, "serve",
-         "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with (tmp_path / "serve.log").open("wb") as log:  # read by no one: a pipe could fill
+        server = subprocess.Popen(
+            [sys.executable, "-m", "dune_ledger", "--db", pg_url, "serve",
+             "--host", "127.0.0.1", "--port", str(port)],
+            env=env, stdout=subprocess.DEVNULL, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        # On a loaded machine the first request may take longer than httpx's 5 s default.
-        created = httpx.post(f"{base}/rooms", json=layout(), headers=auth(ADMIN), timeout=30)
-        assert created.status_code == 201
-        room, tokens = created.json()["room"], created.json()["seats"]
-        r = httpx.post(f"{base}/rooms/{room}/commands", headers=auth(tokens["richese"]),
-                       json={"type": "begin_search", "card": "nullentropy-box"})
-        assert r.status_code == 200 and r.json()["version"] == 3
-        assert httpx.get(f"{base}/rooms/{room}/audit", headers=auth(ADMIN)).json()["ok"]
+        answering(base, server)
+        # On a loaded machine a request may take longer than httpx's 5 s default.
+        with httpx.Client(base_url=base, timeout=HANG) as client:
+            created = client.post("/rooms", json=layout(), headers=auth(ADMIN))
+            assert created.status_code == 201
+            room, tokens = created.json()["room"], created.json()["seats"]
+            r = client.post(f"/rooms/{room}/commands", headers=auth(tokens["richese"]),
+                            json={"type": "begin_search", "card": "nullentropy-box"})
+            assert r.status_code == 200 and r.json()["version"] == 3
+            assert client.get(f"/rooms/{room}/audit", headers=auth(ADMIN)).json()["ok"]
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        server.wait(timeout=HANG)
+    assert b"Traceback" not in (tmp_path / "serve.log").read_bytes()
     app = open_rooms(pg_url)  # what the server wrote is in PostgreSQL
     try:
         assert app.load(room).state.search is not None
