@@ -23,13 +23,17 @@ from eventsourcing.persistence import IntegrityError
 from dune_ledger.application.queries import RoomQueries
 from dune_ledger.application.seats import Seats, token_hash
 from dune_ledger.application.store import (
-    ROOM_CACHE_ENV,
+    DEFAULT_ROOM_CACHE,
+    SNAPSHOT_INTERVAL,
     AppendRetried,
-    room_cache_size,
     room_uuid,
 )
 from dune_ledger.application.stream import Recorded, Room, SeatTokenReissued, Signer
 from dune_ledger.domain.game import (
+    COMMANDS,
+    NEWEST_CATALOG,
+    OPERATOR,
+    OPERATOR_COMMANDS,
     SYSTEM,
     Command,
     EndRoom,
@@ -45,12 +49,13 @@ from dune_ledger.domain.game import (
     initial_state,
     parse_command,
     parse_layout,
+    parse_operator_command,
     port,
 )
 
 # The names the infrastructure, scripts and tests import from the application's face.
-__all__ = ["ROOM_CACHE_ENV", "RETRIES", "RETRY_PAUSE", "AppendRetried", "RandomnessFactory",
-           "RoomsApp", "now", "room_cache_size", "room_uuid", "token_hash"]
+__all__ = ["RETRIES", "RETRY_PAUSE", "AppendRetried", "RandomnessFactory", "RoomsApp", "now",
+           "room_uuid", "token_hash"]
 
 # (room seed or None, room version) -> the randomness for one decision
 RandomnessFactory = Callable[[int | None, int], Randomness]
@@ -76,12 +81,29 @@ def public_events(records: list[Recorded]) -> list[dict[str, Any]]:
     return out
 
 
+def _parsed(seat: str, raw: Any) -> Command:
+    """A seat's command, or the operator's: each sends only its own."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if not isinstance(kind, str):
+        kind = None  # parsing names what is wrong
+    if seat == OPERATOR:
+        if kind in COMMANDS:
+            raise Rejection("not_eligible", f"{kind} is a seat's command, not the operator's")
+        return parse_operator_command(raw)
+    if kind in OPERATOR_COMMANDS:
+        raise Rejection("not_eligible", f"{kind} is one of the operator's commands "
+                        "(the CLI's --operator, or the operator token over HTTP)")
+    return parse_command(raw)
+
+
 class RoomsApp(RoomQueries):
     def __init__(
         self, env: dict[str, str] | None = None, *, randomness: RandomnessFactory,
-        signer: Signer,
+        signer: Signer, snapshot_interval: int = SNAPSHOT_INTERVAL,
+        room_cache: int = DEFAULT_ROOM_CACHE,
     ) -> None:
-        super().__init__(env, signer=signer)
+        super().__init__(env, signer=signer, snapshot_interval=snapshot_interval,
+                         room_cache=room_cache)
         self.randomness = randomness
         self.seats = Seats(self)
         # The clock port handed to the rules: a window's deadline is stamped from it.
@@ -89,6 +111,9 @@ class RoomsApp(RoomQueries):
         # Told of every command once it has run (the command log and metrics:
         # `open_rooms` sets it): room, seat, the command as sent, result, seconds.
         self.observer: Callable[[str, str, Any, Result, float], None] | None = None
+        # The catalog new rooms are made with: the newest, unless an older one is kept
+        # (a table whose pages know only the cards of that one).
+        self.catalog = NEWEST_CATALOG
 
     def create_room(self, raw_layout: Any) -> Result:
         """Validate a layout and store the new room. LayoutError on bad input."""
@@ -96,7 +121,8 @@ class RoomsApp(RoomQueries):
         room_id = uuid4()
         # A committed room's secret, from the operating system (RULES 9).
         created = build_room(layout, str(room_id), self.randomness(layout.seed, 0),
-                             secrets.token_bytes(32) if committed_layout(layout) else None)
+                             secrets.token_bytes(32) if committed_layout(layout) else None,
+                             catalog=self.catalog)
         tokens = {s.faction: secrets.token_urlsafe(24) for s in layout.seats}
         spectator = secrets.token_urlsafe(24)
         room = Room(room_id, initial_state(created))
@@ -137,14 +163,16 @@ class RoomsApp(RoomQueries):
     def end_room(self, room_id: str, command_id: str | None = None) -> Result:
         """The operator's end of a room (RULES 9): the secret is published and every
         later command is refused. A repeated `command_id` returns the first result."""
-        return self._run(room_id, SYSTEM, EndRoom(command_id=command_id),
+        return self._run(room_id, OPERATOR, EndRoom(type="end_room", command_id=command_id),
                          self.clock())
 
     def execute(self, room_id: str, seat: str, raw: Any) -> Result:
-        """Run one command as `seat`. Never raises for a rule: returns the result shape."""
+        """Run one command as `seat`, or as the operator (`OPERATOR`: its own commands,
+        `deal`, `open_bidding`, `end_room`). Never raises for a rule: returns the result
+        shape."""
         started = time.perf_counter()
         try:
-            command = parse_command(raw)
+            command = _parsed(seat, raw)
         except Rejection as r:
             result = self._refused(room_id, r)
         else:

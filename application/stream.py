@@ -26,7 +26,15 @@ from uuid import UUID
 
 import orjson
 
-from dune_ledger.domain.game import Event, RoomCreated, RoomState, apply, initial_state
+from dune_ledger.domain.game import (
+    EVENT_TYPES,
+    Event,
+    RoomCreated,
+    RoomState,
+    apply,
+    faction_name,
+    initial_state,
+)
 
 GENESIS = "0" * 64
 # What a signature signs, before the hex chain hash: never the same bytes for an
@@ -100,7 +108,13 @@ class SeatTokenReissued(Event):
         pass  # tokens are the room's custody of its seats, not game state (`Recorded.mutate`)
 
     def text(self) -> str:
-        return f"{self.seat} was given a new seat token"
+        return (f"The host gave {faction_name(self.seat)} a new seat token; the old one no "
+                "longer works")
+
+
+# Every type a room's stream stores, by its name: the rules' events and the room's own.
+STORED_TYPES: dict[str, type[Event]] = {**EVENT_TYPES,
+                                         SeatTokenReissued.__name__: SeatTokenReissued}
 
 
 def chain_hash(room: str, version: int, event_type: str, body: bytes) -> str:
@@ -312,9 +326,13 @@ Room.Snapshot = RoomSnapshot  # type: ignore[attr-defined]
 class Undecodable:
     """A stored row that is not an event or a snapshot of ours: the mapper's answer for
     it, so that each reader decides (a load refuses the room, the audit reports it, a
-    projector fences the room off) instead of one row stopping every reader."""
+    projector fences the room off) instead of one row stopping every reader.
 
-    originator_id: UUID
+    `originator_id` None: the row names no room (its id is not a room's), so no room's
+    reads find it and a follower of the log passes it by; `originator_version` 0: its
+    version is not a whole number."""
+
+    originator_id: UUID | None
     originator_version: int
     topic: str
     problem: str
@@ -324,6 +342,19 @@ class Undecodable:
 
 
 Stored = Recorded | RoomSnapshot | Undecodable
+
+
+def as_room_id(value: Any) -> UUID | None:
+    """A room's id as a UUID, from a UUID or its text (as SQLite keeps it); None when
+    `value` is not one (a stored column of another type, or NULL)."""
+    if isinstance(value, UUID):
+        return value
+    if not isinstance(value, str):
+        return None
+    try:
+        return UUID(value)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,16 +22,20 @@ finds the stage already moved and cannot reopen a window or buy twice.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.catalog import Faction
+from dune_ledger.domain.commands import Command, EventId
 from dune_ledger.domain.custody import can_draw, draw_card
+from dune_ledger.domain.effect import Disclosure, Effect, Offer, ViewShapes
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import RNG_SHOWN, Event, RngField, rng_public
-from dune_ledger.domain.responses import WindowKind, open_window, register
-from dune_ledger.domain.rules import Tx, handles
-from dune_ledger.domain.shapes import DecisionShape, Shape, ViewPart, decision
+from dune_ledger.domain.events import RNG_SHOWN, Event, RngField, RoomCreated, rng_public
+from dune_ledger.domain.responses import WindowKind, open_window
+from dune_ledger.domain.rules import Tx
+from dune_ledger.domain.shapes import DecisionShape, FreeChoice, Shape
 from dune_ledger.domain.state import (
     AmbassadorEntry,
     AmbassadorState,
@@ -40,7 +44,8 @@ from dune_ledger.domain.state import (
     ResponseWindow,
     RoomState,
 )
-from dune_ledger.domain.words import faction, place
+from dune_ledger.domain.territories import TERRITORIES, Territory
+from dune_ledger.domain.words import faction, place, stage, via
 
 ECAZ = "ecaz"
 RICHESE = "richese"
@@ -114,8 +119,27 @@ def _bound_decision(state: RoomState, actor: str, event: str, kind: str) -> Deci
 # --- commands -----------------------------------------------------------------------
 
 
-@handles(c.EnterTerritory)
-def enter_territory(tx: Tx, actor: str, cmd: c.EnterTerritory) -> None:
+class EnterTerritory(Command):
+    written = {"territory": FreeChoice, "via": FreeChoice}
+    type: Literal["enter_territory"]
+    territory: Territory
+    via: Literal["shipment", "movement", "worm"]
+
+
+class AmbassadorDecide(Command):
+    type: Literal["ambassador_decide"]
+    event: EventId
+    trigger: bool
+    beneficiary: Faction | None = None
+
+
+class AmbassadorCopy(Command):
+    type: Literal["ambassador_copy"]
+    event: EventId
+    token: Annotated[str, Field(min_length=1, max_length=32)]
+
+
+def enter_territory(tx: Tx, actor: str, cmd: EnterTerritory) -> None:
     state = tx.state
     if entry_of(state) is not None:
         raise Rejection("decision_pending", "an ambassador entry is still being resolved")
@@ -137,8 +161,7 @@ def enter_territory(tx: Tx, actor: str, cmd: c.EnterTerritory) -> None:
     ))
 
 
-@handles(c.AmbassadorDecide)
-def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
+def ambassador_decide(tx: Tx, actor: str, cmd: AmbassadorDecide) -> None:
     state = tx.state
     _bound_decision(state, actor, cmd.event, "ambassador")
     entry = entry_of(state)
@@ -176,8 +199,7 @@ def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
     ))
 
 
-@handles(c.AmbassadorCopy)
-def ambassador_copy(tx: Tx, actor: str, cmd: c.AmbassadorCopy) -> None:
+def ambassador_copy(tx: Tx, actor: str, cmd: AmbassadorCopy) -> None:
     state = tx.state
     d = _bound_decision(state, actor, cmd.event, "ambassador_copy")
     if cmd.token not in d.data.get("options", []):
@@ -287,15 +309,17 @@ def resolve_bonus(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> N
     _advance(tx, "bonus")
 
 
-register(WindowKind(INCOME, resolve_income, says=(
-    f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
-    "played now cancels that income: the spice stays in the Bank. The purchase stands."),
-    public={"stage": Literal["income"], "payer": Faction, "beneficiary": Faction | None,
-            "amount": int}))
-register(WindowKind(BONUS, resolve_bonus, says=(
-    "Harkonnen may draw one more card for this purchase. A Karama played now cancels "
-    "that bonus card. The purchase stands."),
-    public={"stage": Literal["bonus"], "payer": Faction, "beneficiary": Faction}))
+WINDOWS = (
+    WindowKind(INCOME, resolve_income, says=(
+        f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
+        "played now cancels that income: the spice stays in the Bank. The purchase stands."),
+        public={"stage": Literal["income"], "payer": Faction, "beneficiary": Faction | None,
+                "amount": int}),
+    WindowKind(BONUS, resolve_bonus, says=(
+        "Harkonnen may draw one more card for this purchase. A Karama played now cancels "
+        "that bonus card. The purchase stands."),
+        public={"stage": Literal["bonus"], "payer": Faction, "beneficiary": Faction}),
+)
 
 
 def finish(tx: Tx) -> None:
@@ -348,7 +372,7 @@ class TerritoryEntered(Event):
         pass
 
     def text(self) -> str:
-        return f"{faction(self.seat)} entered {place(self.territory)} ({self.via})"
+        return f"{faction(self.seat)} entered {place(self.territory)} {via(self.via)}"
 
 
 class AmbassadorOffered(Event):
@@ -440,7 +464,7 @@ class AmbassadorCopyOffered(Event):
         )
 
     def text(self) -> str:
-        return f"{faction(self.player)} may copy an ambassador with the BG token"
+        return f"{faction(self.player)} may copy an ambassador with the {faction(BG)} token"
 
 
 class AmbassadorCopied(Event):
@@ -456,7 +480,7 @@ class AmbassadorCopied(Event):
         state.control.decision = None
 
     def text(self) -> str:
-        return f"The BG ambassador copies the {faction(self.token)} ambassador"
+        return f"The {faction(BG)} ambassador copies the {faction(self.token)} ambassador"
 
 
 class AmbassadorNoEffect(Event):
@@ -526,7 +550,9 @@ class ReceiptAdvanced(Event):
             entry.stage = self.stage
 
     def text(self) -> str:
-        return f"The ambassador purchase moved on to {self.stage}"
+        if self.stage == "finish":
+            return "The purchase is complete"
+        return f"The purchase moves on to {stage(self.stage)}"
 
 
 class EmperorIncomePaid(Event):
@@ -562,7 +588,7 @@ class HarkonnenBonusResolved(Event):
     def text(self) -> str:
         if self.card is None:
             return f"{faction(self.seat)}'s bonus card: none could be drawn"
-        return f"{faction(self.seat)} drew a bonus card"
+        return f"That card is {faction(self.seat)}'s bonus card"
 
 
 class AmbassadorEntryClosed(Event):
@@ -575,7 +601,7 @@ class AmbassadorEntryClosed(Event):
         _amb(state).entry = None
 
     def text(self) -> str:
-        return "The ambassador entry is resolved"
+        return "The ambassador's effect is over"
 
 
 class WormResumed(Event):
@@ -638,16 +664,16 @@ def decision_says(kind: str, public: dict[str, Any]) -> str | None:
 
 
 def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
-    """The entry being resolved, public; in a seat's view also its own receipts."""
-    part: dict[str, Any] = {"ambassador": _ambassador_view(state)}
+    """The open decision and the entry being resolved, public; in a seat's view also its
+    own decision's private facts (a BG copy pool) and its own receipts."""
+    part: dict[str, Any] = {"decision": _decision_view(state.control.decision, seat),
+                            "ambassador": _ambassador_view(state)}
     if seat is not None:
         part["receipts"] = [r.model_dump(mode="json") for r in state.receipts if r.buyer == seat]
     return part
 
 
-def decision_view(d: Decision | None, seat: str | None) -> dict[str, Any] | None:
-    """An open decision (`views`), public; in its player's view also its private facts
-    (a BG copy pool)."""
+def _decision_view(d: Decision | None, seat: str | None) -> dict[str, Any] | None:
     if d is None:
         return None
     public = d.data.get("public", {})
@@ -718,7 +744,6 @@ class ReceiptShown(Shape):
     bonus: str | None
 
 
-@decision
 class AmbassadorDecision(DecisionShape):
     kind: Literal["ambassador"]
     territory: str
@@ -727,20 +752,15 @@ class AmbassadorDecision(DecisionShape):
     says: str
 
 
-@decision
 class AmbassadorCopyDecision(DecisionShape):
     kind: Literal["ambassador_copy"]
     says: str
     options: list[str] = []  # the copy pool: its player's view only
 
 
-VIEW = ViewPart(view_part, public={"ambassador": AmbassadorsShown | None},
-                seat={"receipts": list[ReceiptShown]})
-
-
 # --- the actions (domain/actions.py keeps those the rules accept) ---------------------
 
-TERRITORY = {"kind": "text", "min_length": 1, "max_length": 64}
+TERRITORY = {"kind": "choice", "options": list(TERRITORIES)}
 VIA = {"kind": "choice", "options": ["shipment", "movement", "worm"]}
 
 
@@ -763,3 +783,51 @@ def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
 
 def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
     yield {"type": "enter_territory"}, {"territory": TERRITORY, "via": VIA}
+
+
+# --- what a verifier re-derives, and what a seat may see ------------------------------
+
+
+def cohort_at_creation(event: RoomCreated,
+                       before: RoomState | None) -> tuple[list[str], list[str], bool]:
+    """The cohort a committed room drew at creation, from the supply in the catalog's
+    order of tokens (domain/layout.py): the tokens drawn and those left in it."""
+    amb = event.state.get("ambassadors") or {}
+    drawn = list(amb.get("cohort", []))
+    pool = set(drawn) | set(amb.get("supply", []))
+    return [t for t in TOKENS if t in pool], drawn, True
+
+
+def cohort_drawn(event: AmbassadorCohortDrawn,
+                 before: RoomState | None) -> tuple[list[str], list[str], bool]:
+    assert before is not None
+    amb = before.ambassadors
+    assert amb is not None
+    return sorted(set(amb.supply) | set(amb.used)), list(event.cohort), True
+
+
+def own_receipts(state: RoomState, seat: str) -> list[str]:
+    """The cards a seat bought, and its bonus cards."""
+    return [cid for r in state.receipts if r.buyer == seat
+            for cid in (r.card, r.bonus) if cid is not None]
+
+
+EFFECT = Effect(
+    name="ambassador",
+    order=60,
+    commands=(EnterTerritory, AmbassadorDecide, AmbassadorCopy),
+    handlers={EnterTerritory: enter_territory, AmbassadorDecide: ambassador_decide,
+              AmbassadorCopy: ambassador_copy},
+    events=(TerritoryEntered, AmbassadorOffered, AmbassadorDeclined, AmbassadorTriggered,
+            AmbassadorCopyOffered, AmbassadorCopied, AmbassadorNoEffect, PurchasePaid,
+            ReceiptStaged, ReceiptAdvanced, EmperorIncomePaid, HarkonnenBonusResolved,
+            AmbassadorEntryClosed, WormResumed, AmbassadorCohortDrawn),
+    view=view_part,
+    view_shapes=ViewShapes(public={"ambassador": AmbassadorsShown | None},
+                           seat={"receipts": list[ReceiptShown]}),
+    decisions=(AmbassadorDecision, AmbassadorCopyDecision),
+    offers=(Offer("decision", answer_candidates), Offer("move", action_candidates)),
+    windows=WINDOWS,
+    outcomes={RoomCreated: cohort_at_creation, AmbassadorCohortDrawn: cohort_drawn},
+    discloses=Disclosure(seat=own_receipts),
+)

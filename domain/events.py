@@ -1,15 +1,15 @@
 """Domain events: named, past-tense facts. Applying one only records the fact.
 
-Here: the base class, its registry and what several effects share (`RoomCreated`,
-`RngField`, `DeadlineSinceV2`); each effect's events live beside its handlers,
-in its module. `game` imports every one, so the registry is complete once it is.
+Here: the base class and what several effects share (`RoomCreated`, `RngField`,
+`DeadlineSinceV2`); each effect's events live beside its handlers, in its module,
+and its declaration names them (`effect.Effect.events`): `game.EVENT_TYPES` is
+collected from those, by class name, which is also the stored type name.
 
 `apply` runs on every replay, so it never validates, draws randomness or
 reads anything but the event and the state. `public` returns the fields any
 seat may see (None: the event is not shown publicly at all): its own fields
 named in `shown`, unless it computes them (then `shown_as` declares their
-shapes); `text` is the public log line. Every subclass registers itself by class name, which is
-also its stored type name.
+shapes, for the OpenAPI); `text` is the public log line.
 
 To change an event's meaning, add a new class or bump `schema_version` and
 write `upcast`: stored streams must keep replaying as they were recorded.
@@ -26,7 +26,6 @@ from dune_ledger.domain.shapes import Shape
 from dune_ledger.domain.state import Mode, RoomState, absent
 from dune_ledger.domain.words import faction
 
-EVENT_TYPES: dict[str, type[Event]] = {}
 # The four slots of every pydantic model, set through their descriptors: an
 # `object.__setattr__` looks each one up through the class, and a long replay
 # rebuilds every stored event.
@@ -44,13 +43,6 @@ class Event(BaseModel):
     # at times left out).
     shown: ClassVar[tuple[str, ...] | None] = ()  # None: never shown (no log entry)
     shown_as: ClassVar[dict[str, Any]] = {}
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        if cls.__name__ in EVENT_TYPES:
-            raise TypeError(f"event type {cls.__name__} defined twice")
-        EVENT_TYPES[cls.__name__] = cls
 
     @property
     def type(self) -> str:
@@ -150,8 +142,9 @@ class Commitment(Shape):
 class RoomCreated(Event):
     """The whole initial position, including the deck order a shuffle produced."""
 
-    shown_as = {"mode": Mode, "expansions": list[str], "turn": int, "phase": int,
-                "seats": list[str], "fairness": (Commitment, None), "rng": RNG_SHOWN}
+    shown_as = {"mode": Mode, "expansions": list[str], "catalog": (int, None),
+                "turn": int, "phase": int, "seats": list[str],
+                "fairness": (Commitment, None), "rng": RNG_SHOWN}
     state: dict[str, Any]
     rng: dict[str, Any] | None = RngField  # a committed room's cohort, drawn at creation
 
@@ -164,6 +157,7 @@ class RoomCreated(Event):
         return {
             "mode": s["mode"],
             "expansions": s["expansions"],
+            **({"catalog": s["catalog"]} if "catalog" in s else {}),  # a later catalog's room
             "turn": s["turn"],
             "phase": s["phase"],
             "seats": [seat["faction"] for seat in s["seats"]],

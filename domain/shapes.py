@@ -3,9 +3,11 @@ JSON of the views, their actions and the public events (INTERFACE "Views", the
 OpenAPI at `/openapi.json`).
 
 The views are built as plain dicts (`views.py` and each effect's part); these models
-are their declarations, beside the code that renders each part: an effect's `ViewPart`
-names the keys it adds and their shapes, a response window's kind its `shape`, an open
-decision's kind its shape (`DECISIONS`), an event its public fields (`Event.shown`).
+are their declarations, which each effect makes beside the code that renders them, in
+its `EFFECT` or in what it holds (`effect.Effect`): the shape of each key its view part
+adds (`view_shapes`), of each kind of decision it opens (`decisions`), of what each
+window kind shows (`responses.WindowKind`), of the fields each event shows
+(`events.Event.shown`) and of those a seat writes itself (`commands.Command.written`).
 Nothing validates a view against them while it is served (a view is rendered for
 every seat after every append); tests/test_schema.py checks every view of every
 golden state against the schema built from them, no field missing and none extra.
@@ -16,8 +18,7 @@ field is always there, null included where its type says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from functools import reduce
 from operator import or_
 from typing import Annotated, Any, Literal
@@ -25,7 +26,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
 from dune_ledger.domain.catalog import Faction
-from dune_ledger.domain.state import RoomState
 
 
 class Shape(BaseModel):
@@ -53,32 +53,6 @@ class CardFace(Shape):
     id: str
     name: str
     category: str
-
-
-# An effect's part of every view: (state, the seat or None for the public view) -> its
-# keys (`views.py` joins the parts).
-Render = Callable[[RoomState, str | None], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class ViewPart:
-    """What an effect adds to the views: how it renders them and the shape of each key
-    it adds, in the public view (`public`) and in a seat's own (`seat`: the keys only a
-    seat sees, or a key whose seat's shape differs from its public one)."""
-
-    render: Render
-    public: dict[str, Any] = field(default_factory=dict)
-    seat: dict[str, Any] = field(default_factory=dict)
-
-
-# The shape of each kind of open decision (`state.control.decision`), registered by the
-# effect that opens it; `views` joins them into `Decision`, told apart by `kind`.
-DECISIONS: list[type[Shape]] = []
-
-
-def decision(shape: type[Shape]) -> type[Shape]:
-    DECISIONS.append(shape)
-    return shape
 
 
 class DecisionShape(Shape):

@@ -1,8 +1,8 @@
 """What each seat may see (RULES 3.4, 4.4): the only place views are put together.
 
-Each effect renders its own part (its module's `VIEW`, a window kind's
-`shown`); this module joins them to the room's public facts, and their declared
-shapes into the views' (`PublicView`, `SeatView`: `shapes.py`). A seat's view
+Each effect renders its own part (its declared `view`, a window kind's `shown`);
+this module joins them to the room's public facts, and their declared shapes into
+the views' (`view_shapes`, `shapes.py`). A seat's view
 shows its own spice, hand, reservations and receipts, and for everyone else
 only counts and public facts. The candidate list of a search appears only in
 its owner's view and only while it is open. The public view is a seat view
@@ -14,18 +14,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from dune_ledger.domain import ambassador, fairness, nullentropy, semuta, truthtrance
-from dune_ledger.domain.actions import Action, actions
+from dune_ledger.domain.actions import actions
 from dune_ledger.domain.catalog import CARDS, Faction, card_objects
+from dune_ledger.domain.effect import HOUSE
 from dune_ledger.domain.events import Event
-from dune_ledger.domain.gifts import offer_of
-from dune_ledger.domain.responses import KINDS, window_view
-from dune_ledger.domain.shapes import DECISIONS, CardFace, Shape, one_of, shape
+from dune_ledger.domain.responses import window_view
+from dune_ledger.domain.shapes import CardFace, Shape, one_of, shape
 from dune_ledger.domain.state import Mode, RoomState
-
-# Each effect's part of every view. A part shows a seat only what that seat may know;
-# the window kinds add theirs to `response` (responses.WindowKind.shown).
-PARTS = (ambassador.VIEW, nullentropy.VIEW, truthtrance.VIEW, semuta.VIEW, fairness.VIEW)
 
 
 def _common(state: RoomState, seat: str | None) -> dict[str, Any]:
@@ -38,11 +33,13 @@ def _common(state: RoomState, seat: str | None) -> dict[str, Any]:
         "phase": state.phase,
         "deck": {"count": len(state.deck)},
         "discard": {"count": len(state.discard), "top": CARDS[top].public() if top else None},
-        "response": window_view(state, state.control.response or offer_of(state), seat),
-        "decision": ambassador.decision_view(state.control.decision, seat),
+        "response": window_view(state, state.control.response, seat),
     }
-    for part in PARTS:
-        view.update(part.render(state, seat))
+    # Each effect's part: (state, the seat or None for the public view) -> its keys. A
+    # part shows a seat only what that seat may know; the window kinds add theirs to
+    # `response` (responses.WindowKind.shown).
+    for part in HOUSE.views:
+        view.update(part(state, seat))
     view["ended"] = False if state.ended is None else state.ended
     return view
 
@@ -80,16 +77,19 @@ def public_view(state: RoomState) -> dict[str, Any]:
 def seat_view_at(past: RoomState, now: RoomState, faction: str) -> dict[str, Any]:
     """A past view, as far as it is still the seat's to see now."""
     view = seat_view(past, faction)
-    nullentropy.forget_closed(view, now)
+    for forget in HOUSE.past_views:
+        forget(view, now)
     return view
 
 
-def public_entry(seq: int, version: int, event: Event) -> dict[str, Any] | None:
+def public_entry(seq: int, version: int, event: Event, append: int) -> dict[str, Any] | None:
+    """`append`: the version of the first event of the append `event` belongs to, which
+    one command's lines share (versions are public)."""
     fields = event.public()
     if fields is None:
         return None
-    return {"seq": seq, "version": version, "type": event.type, "text": event.text(), **fields}
-
+    return {"seq": seq, "version": version, "append": append, "type": event.type,
+            "text": event.text(), **fields}
 
 
 # --- the shapes (shapes.py) -------------------------------------------------------------
@@ -121,20 +121,18 @@ class Me(Shape):
     autopilot: str | None
 
 
-OpenWindow = one_of("OpenWindow", [kind.shape() for kind in KINDS.values()], "kind")
-OpenDecision = one_of("OpenDecision", DECISIONS, "kind")
-
-COMMON: dict[str, Any] = {
-    "room": str, "version": int, "mode": Mode, "turn": int, "phase": int,
-    "deck": Pile, "discard": DiscardShown, "response": OpenWindow | None,
-    "decision": OpenDecision | None,
-    "ended": Literal[False] | int,  # false, or the version of the end
-}
-PUBLIC_PARTS = {name: kind for part in PARTS for name, kind in part.public.items()}
-SEAT_PARTS = {name: kind for part in PARTS for name, kind in part.seat.items()}
-
-
-PublicView = shape("PublicView", {**COMMON, **PUBLIC_PARTS, "seats": list[OtherSeat]})
-SeatView = shape("SeatView", {
-    **COMMON, **PUBLIC_PARTS, **SEAT_PARTS, "seat": Faction, "me": Me,
-    "seats": list[OtherSeat], "actions": list[Action]})  # type: ignore[valid-type]
+def view_shapes(action: Any) -> tuple[type[Shape], type[Shape]]:
+    """The public view's shape and a seat's, from every effect's declared shapes (the
+    effects collected) and the shape of an action (`actions.action_shapes`)."""
+    window = one_of("OpenWindow", [k.shape() for k in HOUSE.windows.values()], "kind")
+    decision = one_of("OpenDecision", list(HOUSE.decisions.values()), "kind")
+    common: dict[str, Any] = {
+        "room": str, "version": int, "mode": Mode, "turn": int, "phase": int,
+        "deck": Pile, "discard": DiscardShown, "response": window | None,
+        "decision": decision | None,  # the Ambassador's part renders every kind
+        "ended": Literal[False] | int,  # false, or the version of the end
+        **HOUSE.view_public, "seats": list[OtherSeat]}
+    public = shape("PublicView", common)
+    seat = shape("SeatView", {**common, **HOUSE.view_seat, "seat": Faction, "me": Me,
+                              "actions": list[action]})
+    return public, seat

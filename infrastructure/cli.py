@@ -24,10 +24,10 @@ from typing import Any, NoReturn
 import orjson
 
 from dune_ledger.domain.game import EXPANSIONS, FACTIONS, LayoutError, Rejection, room_cards
-from dune_ledger.infrastructure import observability, strict_json
+from dune_ledger.infrastructure import observability, settings, strict_json
 from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.observability import first_line, redact_url
-from dune_ledger.infrastructure.storage import DEFAULT_URL, open_rooms
+from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.projections.store import ReadModelsTooNew
 
 PROG = "dune-ledger"
@@ -72,53 +72,16 @@ def version() -> str:
 # --- settings and the store ------------------------------------------------------
 
 
-def store_url(args: argparse.Namespace, default: str = DEFAULT_URL) -> str:
-    return args.db or os.environ.get("DUNE_LEDGER_DB") or default
-
-
-def check_settings() -> None:
-    """Every DUNE_LEDGER_* setting read later, checked now: a bad one is a usage error
-    with what to set instead, never a traceback from deep inside a command."""
-    from dune_ledger.application.autopilot import configured_pace
-    from dune_ledger.application.rooms import ROOM_CACHE_ENV, room_cache_size
-    from dune_ledger.infrastructure.watch import configured_streams_per_client
-    from dune_ledger.projections.read_models import configured_cache
-
-    def whole(name: str, least: int = 0) -> None:
-        raw = os.environ.get(name, "").strip()
-        if raw and (not raw.isdigit() or int(raw) < least):
-            raise UsageError(f"{name} must be a whole number, at least {least}, not '{raw}': "
-                             f"set it so, or unset it for the default")
-
-    whole("DUNE_LEDGER_SNAPSHOT_INTERVAL", 1)
-    whole("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", 0)
-    try:
-        room_cache_size(os.environ.get(ROOM_CACHE_ENV))
-        configured_cache()
-        configured_pace()
-        observability.configured_level()
-        observability.configured_format()
-        configured_streams_per_client()
-    except ValueError as e:
-        raise UsageError(f"{e}: set it so, or unset it for the default") from None
-    topic = os.environ.get("APPLICATION_RECORDER_TOPIC", "").strip()
-    if topic:
-        from eventsourcing.postgres import PostgresApplicationRecorder
-        from eventsourcing.utils import resolve_topic
-
-        try:
-            found = resolve_topic(topic)
-        except Exception:  # the library raises TopicError, ImportError or AttributeError
-            found = None
-        if not (isinstance(found, type) and issubclass(found, PostgresApplicationRecorder)):
-            raise UsageError(f"APPLICATION_RECORDER_TOPIC '{topic}' names no PostgreSQL "
-                             "recorder class (module:Class); unset it for the default")
+def store_url(args: argparse.Namespace) -> str:
+    """--db, else the settings' DUNE_LEDGER_DB."""
+    return str(args.db or settings.current().db)
 
 
 @contextmanager
-def rooms(args: argparse.Namespace, default: str = DEFAULT_URL) -> Iterator[Any]:
-    """The rooms of the store the command names, opened for the length of the command."""
-    url = store_url(args, default)
+def rooms(args: argparse.Namespace, url: str | None = None) -> Iterator[Any]:
+    """The rooms of the store the command names (`url`, else `store_url`), opened for
+    the length of the command."""
+    url = url or store_url(args)
     if url.startswith("memory:"):
         print("note: memory:// keeps nothing: the rooms are gone when this command ends",
               file=sys.stderr)
@@ -214,9 +177,11 @@ def cmd_room_create(args: argparse.Namespace) -> int:
 
 
 def cmd_room_command(args: argparse.Namespace) -> int:
+    from dune_ledger.domain.game import OPERATOR
+
     raw = parse_json(args.command, "the command")
     with rooms(args) as app:
-        result = app.execute(args.room, args.seat, raw)
+        result = app.execute(args.room, OPERATOR if args.operator else args.seat, raw)
     emit(result)
     if not result["ok"]:
         error = result["error"]
@@ -344,7 +309,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     failed = [r for r in reports if not r["ok"]]
     if args.all:
         emit(failed if args.failures_only else reports)
-        events = sum(int(r["events"]) for r in reports)
+        events = sum(r["events"] or 0 for r in reports)  # None: a room not audited
         problems = sum(1 for r in failed for c in r["checks"].values() if c["ok"] is False)
         print(f"audited {len(reports)} rooms, {events} events: {len(failed)} rooms with "
               f"problems ({problems} failed checks)", file=sys.stderr)
@@ -378,8 +343,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise
         except OSError as e:
             raise Exit(2, f"cannot write '{args.output}': {e.strerror}") from None
-    print(f"exported {counts[0]} rooms, {counts[1]} events", file=sys.stderr)
-    return 0
+    rooms_written, events, left_out = counts
+    print(f"exported {rooms_written} rooms, {events} events", file=sys.stderr)
+    for why in left_out:
+        print(f"left out: {why}", file=sys.stderr)
+    return 1 if left_out else 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -414,7 +382,7 @@ def cmd_projections_rebuild(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from dune_ledger.projections import ReadModels
+    from dune_ledger.projections.read_models import ReadModels
 
     with rooms(args) as app:
         models = app.read_models
@@ -496,7 +464,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from dune_ledger.infrastructure.demo import DEMO_URL, DemoRefused, play_demo, print_summary
 
     url = args.db or DEMO_URL  # never the operator's own rooms, unless --db says so
-    with rooms(args, DEMO_URL) as app:
+    with rooms(args, url) as app:
         try:
             transcript = play_demo(app)
         except DemoRefused as e:
@@ -540,21 +508,22 @@ def examples(*lines: str) -> str:
 
 def command_types() -> str:
     """Every command type and its fields, from the command models themselves."""
-    from dune_ledger.domain.game import SYSTEM_COMMANDS, Command
+    from dune_ledger.domain.game import COMMANDS, OPERATOR_COMMANDS, Command
 
     common = set(Command.model_fields)
-    lines = []
-    for cls in Command.__subclasses__():
-        if cls in SYSTEM_COMMANDS:
-            continue  # the worker's and the operator's own, never a seat's
-        fields = {name: f for name, f in cls.model_fields.items()
-                  if name not in common and name != "type"}
-        kind = cls.model_fields["type"].annotation
-        name = getattr(kind, "__args__", ("?",))[0]
-        shown = ", ".join(n if f.is_required() else f"[{n}]" for n, f in fields.items())
-        lines.append(f"  {name:<20} {shown}")
+
+    def listed(commands: dict[str, type[Command]]) -> list[str]:
+        lines = []
+        for name, cls in commands.items():
+            fields = {field: f for field, f in cls.model_fields.items()
+                      if field not in common and field != "type"}
+            shown = ", ".join(n if f.is_required() else f"[{n}]" for n, f in fields.items())
+            lines.append(f"  {name:<20} {shown}")
+        return lines
+
     return ("command types (every command may also carry command_id and "
-            "expected_version):\n" + "\n".join(lines))
+            "expected_version):\n" + "\n".join(listed(COMMANDS))
+            + "\n\nthe operator's (--operator):\n" + "\n".join(listed(OPERATOR_COMMANDS)))
 
 
 def command(parent: Any, name: str, help: str, *example: str,
@@ -617,15 +586,19 @@ def add_room_commands(sub: Any) -> None:
                         help="a layout JSON file (INTERFACE 'Layout'; see examples/), or - "
                              "for stdin")
     create.set_defaults(fn=cmd_room_create)
-    cmd = command(rsub, "command", "run one command as a seat; prints the result (exit 1 "
-                  "when a rule refuses it)",
+    cmd = command(rsub, "command", "run one command as a seat, or one of the operator's; "
+                  "prints the result (exit 1 when a rule refuses it)",
                   "dune-ledger room command ROOM --as richese "
                   "'{\"type\": \"begin_search\", \"card\": \"nullentropy-box\"}'",
                   "dune-ledger room command ROOM --as emperor '{\"type\": \"draw\"}'",
+                  "dune-ledger room command ROOM --operator '{\"type\": \"end_room\"}'",
                   epilog=command_types())
     cmd.add_argument("room", metavar="ROOM", help="the room id `room create` printed")
-    cmd.add_argument("--as", dest="seat", required=True, choices=FACTIONS, metavar="FACTION",
-                     help=f"the acting seat: {', '.join(FACTIONS)}")
+    sent_by = cmd.add_mutually_exclusive_group(required=True)
+    sent_by.add_argument("--as", dest="seat", choices=FACTIONS, metavar="FACTION",
+                         help=f"the acting seat: {', '.join(FACTIONS)}")
+    sent_by.add_argument("--operator", action="store_true",
+                         help="send one of the operator's commands (types below)")
     cmd.add_argument("command", metavar="JSON",
                      help="the command as one JSON object (types below)")
     cmd.set_defaults(fn=cmd_room_command)
@@ -777,11 +750,13 @@ LONG_RUNNING = ("serve", "worker")
 
 
 def main(argv: list[str] | None = None) -> int:
+    debug = False
     try:
         args = build_parser().parse_args(argv)
+        chosen = settings.current()  # every setting, read and checked now: a bad one is exit 2
+        debug = chosen.debug
         observability.configure_logging(
-            default_level="INFO" if args.cmd in LONG_RUNNING else "WARNING")
-        check_settings()
+            chosen, default_level="INFO" if args.cmd in LONG_RUNNING else "WARNING")
         code = int(args.fn(args))
     except Exit as e:
         if e.message:
@@ -799,7 +774,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as e:  # the last resort: still no traceback for the user
-        if os.environ.get("DUNE_LEDGER_DEBUG"):
+        if debug:
             raise
         print(f"{PROG}: unexpected error: {type(e).__name__}: {first_line(e)}. "
               "Run again with DUNE_LEDGER_DEBUG=1 to see where, and report it.",

@@ -15,7 +15,6 @@ the same message the CLI gives, never the framework's 422.
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -31,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.domain.game import LayoutError, Rejection, describe_errors
 from dune_ledger.infrastructure import http_models as m
-from dune_ledger.infrastructure import observability
+from dune_ledger.infrastructure import observability, settings
 from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.http_auth import (
     OPERATOR,
@@ -44,6 +43,7 @@ from dune_ledger.infrastructure.http_auth import (
     operator,
     reader_or_operator,
     room_operator,
+    sender,
 )
 from dune_ledger.infrastructure.http_errors import (
     HANDLERS,
@@ -130,21 +130,15 @@ ROOM = ("unknown_room", "room_damaged")
 OPERATOR_CODES = (*TOKEN, "forbidden", *STORE)
 
 
-def cors_origins() -> list[str]:
-    raw = os.environ.get("DUNE_LEDGER_CORS_ORIGINS", "")
-    return [o.strip() for o in raw.split(",") if o.strip()]
-
-
 def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
                admin_token: str | None = None) -> FastAPI:
     """The API over `rooms` (or a factory called at startup, closed at shutdown).
 
-    `admin_token` guards the operator routes; None reads `DUNE_LEDGER_ADMIN_TOKEN`.
+    `admin_token` guards the operator routes; None: the settings' DUNE_LEDGER_ADMIN_TOKEN.
     An empty one leaves them open (`serve` then listens on loopback only), though a
     seat token on an operator route is still 403.
     """
-    token = os.environ.get("DUNE_LEDGER_ADMIN_TOKEN", "") if admin_token is None \
-        else admin_token
+    token = settings.current().admin_token if admin_token is None else admin_token
 
     def start(opened: RoomsApp) -> None:
         api.state.served = Served(opened, opened.seats, token)
@@ -167,10 +161,10 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     api.state.streams = Streams()
     if isinstance(rooms, RoomsApp):
         start(rooms)
-    origins = cors_origins()
+    origins = settings.current().cors_origins
     if origins:
         api.add_middleware(
-            CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
+            CORSMiddleware, allow_origins=list(origins), allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "If-None-Match", "Last-Event-ID"],
             expose_headers=["ETag", "Retry-After"])
 
@@ -250,14 +244,17 @@ async def get_rooms(served: ServedApp) -> Response:
     return JSONResponse(await run_in_threadpool(served.rooms.room_summaries))
 
 
-@router.post("/rooms/{room}/commands", summary="run one command as the token's seat",
+@router.post("/rooms/{room}/commands", summary="run one command as the token's seat, or "
+             "one of the operator's (deal, open_bidding, end_room) with the operator token",
              response_model=None,
-             responses=answers("CommandResult", *BODY, *TOKEN, *STORE, *ROOM, *RULES,
-                               what="the command ran: its public events"),
-             openapi_extra={**body("Command", m.COMMAND_EXAMPLES), "security": SEAT})
-async def post_command(room: str, seat: Seat, request: Request, served: ServedApp,
+             responses=answers("CommandResult", *BODY, *TOKEN, "forbidden", *STORE, *ROOM,
+                               *RULES, what="the command ran: its public events"),
+             openapi_extra={**body("Command", m.COMMAND_EXAMPLES),
+                            "security": [*SEAT, *OPERATOR]})
+async def post_command(room: str, request: Request, served: ServedApp,
                        streams: OpenStreams) -> Response:
     raw = await read_json(request, "the command")
+    seat = await sender(room, request, served, raw)
     # Bounded like a read: a store that does not answer gets 503 within 2 s. The
     # command may still be applied if the store comes back: retry with its command_id.
     result = await served.bounded(served.rooms.execute, room, seat, raw)
@@ -347,13 +344,13 @@ async def get_audit(room: str, served: ServedApp) -> Response:
              responses=answers("CommandResult", *BODY, *OPERATOR_CODES, *ROOM, "room_ended",
                                "busy", what="the room ended: RoomEnded"),
              dependencies=[Depends(room_operator)], openapi_extra={
-                 **body("EndRoom", {}, required=False), "security": OPERATOR})
+                 **body("EndBody", {}, required=False), "security": OPERATOR})
 async def post_end(room: str, request: Request, served: ServedApp) -> Response:
     command_id = None
     if int(request.headers.get("content-length") or 0):
         raw = await read_json(request, "the body")
         try:
-            command_id = m.EndRoom.model_validate(raw).command_id
+            command_id = m.EndBody.model_validate(raw).command_id
         except ValidationError as e:
             raise Refused("invalid_command", describe_errors(e)) from None
     result = await served.bounded(served.rooms.end_room, room, command_id)
@@ -400,7 +397,7 @@ def app_from_env() -> FastAPI:
     from dune_ledger.infrastructure.storage import open_rooms
 
     # A worker process of its own: its logs as the CLI's `serve` would set them.
-    observability.configure_logging(default_level="INFO")
+    observability.configure_logging(settings.current(), default_level="INFO")
     return create_app(lambda: open_rooms(None))
 
 
@@ -417,7 +414,7 @@ def check_host(host: str) -> None:
                 from None
         addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found]
     loopback = all(a.is_loopback for a in addresses) or host in LOOPBACK_NAMES
-    if not loopback and not os.environ.get("DUNE_LEDGER_ADMIN_TOKEN"):
+    if not loopback and not settings.current().admin_token:
         raise UsageError(f"refusing to listen on {host} while DUNE_LEDGER_ADMIN_TOKEN is "
                          "unset: set it, or listen on 127.0.0.1")
 
@@ -453,7 +450,8 @@ def serve(url: str | None, host: str, port: int, workers: int = 1, *,
     where = observability.redact_url(url) if url else "the default URL"
     # A dead store answers 503 within 2 s: a pooled connection is waited for, and a
     # new one connected, for at most a second (unless the operator chose otherwise).
-    os.environ.setdefault("DUNE_LEDGER_PG_CONNECT_TIMEOUT", "1")
+    if not settings.given("pg_connect_timeout"):
+        settings.change(pg_connect_timeout=1)
     try:
         rooms = open_rooms(url)
     except UsageError as e:
@@ -474,7 +472,7 @@ def serve(url: str | None, host: str, port: int, workers: int = 1, *,
         if workers > 1:
             rooms.close()
             if url:
-                os.environ["DUNE_LEDGER_DB"] = url
+                settings.change(db=url)  # the workers open the store from their settings
             uvicorn.run("dune_ledger.infrastructure.http:app_from_env", factory=True, host=host,
                         port=port, workers=workers)
             return

@@ -23,7 +23,8 @@ from starlette.concurrency import run_in_threadpool
 from dune_ledger.application.queries import PUBLIC_VIEW
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.application.seats import TOKEN_CACHE, Seats, same_secret, token_hash
-from dune_ledger.domain.game import Rejection
+from dune_ledger.domain.game import OPERATOR as OPERATOR_ACTOR
+from dune_ledger.domain.game import OPERATOR_COMMANDS, Rejection
 from dune_ledger.infrastructure.http_errors import Refused, store_unavailable
 from dune_ledger.infrastructure.watch import canonical
 
@@ -221,6 +222,21 @@ class Served:
         return None if seat == PUBLIC_VIEW else seat
 
 
+async def sender(room: str, request: Request, served: Served, raw: Any) -> str:
+    """Who sends this command to `POST /rooms/{room}/commands`: the seat of a seat token,
+    or the operator (`OPERATOR_ACTOR`) for the operator's own commands, with its token
+    (none needed where the operator routes are open: no `DUNE_LEDGER_ADMIN_TOKEN`, on
+    loopback). Each sends only its own commands: anything else is 403."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if isinstance(kind, str) and kind in OPERATOR_COMMANDS:
+        await served.operator(request, room)  # 403 for a seat token, counted if wrong
+        return OPERATOR_ACTOR
+    if served.admin_token and served.is_admin(bearer(request)):
+        raise Refused("forbidden", "the operator token sends the operator's commands "
+                      "(deal, open_bidding, end_room), not a seat's")
+    return await seat_of(room, request, served)
+
+
 async def served(request: Request) -> Served:
     kept: Served = request.app.state.served
     return kept
@@ -266,7 +282,11 @@ async def room_operator(room: str, request: Request, served: ServedApp) -> None:
 async def reader_or_operator(room: str, request: Request, served: ServedApp) -> None:
     """A seat, the spectator or the operator (an ended room's transcript). A token of the
     room is checked first; any other is a guess at the operator token, limited as on the
-    operator routes (429 before the comparison)."""
+    operator routes (429 before the comparison). Without an operator token (which `serve`
+    allows on loopback only) the operator routes are open, and so is this one to a
+    request that sends no token: the host page's download."""
+    if not served.admin_token and "authorization" not in request.headers:
+        return
     token = bearer(request)
     if await served.bounded(served.tokens.seat_of, room, token) is not None:
         return

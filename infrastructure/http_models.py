@@ -21,10 +21,19 @@ from pydantic import Field, RootModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
 from pydantic_core import core_schema
 
-from dune_ledger.application.stream import SeatTokenReissued
-from dune_ledger.domain.game import EVENT_TYPES, AnyCommand, Event, Layout
-from dune_ledger.domain.shapes import Shape, one_of, shape
-from dune_ledger.domain.views import Action, PublicView, SeatView
+from dune_ledger.application.stream import STORED_TYPES
+from dune_ledger.domain.game import (
+    Action,
+    AnyCommand,
+    AnyOperatorCommand,
+    Event,
+    Layout,
+    PublicView,
+    SeatView,
+    Shape,
+    one_of,
+    shape,
+)
 
 REF = "#/components/schemas/{model}"
 
@@ -102,25 +111,25 @@ class Failure(Shape):
     error: ErrorBody
 
 
-def event_shape(event: type[Event], *head: str) -> type[Shape]:
+def event_shape(event: type[Event], entry: bool) -> type[Shape]:
     """A public event as a result lists it (`type`, `version`, its public fields), or
-    (`head` "seq", "text") as the public log does."""
+    (`entry`) as the public log does."""
     name = event.__name__
     kind: Any = Literal[name]
-    entry = {"seq": int, "text": str} if head else {}
-    return shape(name + ("Entry" if head else ""), {
-        "type": kind, "version": int, **entry, **event.public_fields()})
+    head = {"seq": int, "append": int, "text": str} if entry else {}
+    return shape(name + ("Entry" if entry else ""), {
+        "type": kind, "version": int, **head, **event.public_fields()})
 
 
-def events_union(name: str, *head: str) -> Any:
-    shown = [e for _, e in sorted(EVENT_TYPES.items())
-             if e.shown is not None and e.__module__.startswith("dune_ledger.")]
-    return one_of(name, [event_shape(e, *head) for e in shown], "type")
+def events_union(name: str, entry: bool) -> Any:
+    """Every stored event type shown publicly, the room's own among them, told apart
+    by `type`."""
+    shown = [e for _, e in sorted(STORED_TYPES.items()) if e.shown is not None]
+    return one_of(name, [event_shape(e, entry) for e in shown], "type")
 
 
-assert SeatTokenReissued.__name__ in EVENT_TYPES  # the application's one event is in
-PublicEvent = events_union("PublicEvent")
-LogEntry = events_union("LogEntry", "seq", "text")
+PublicEvent = events_union("PublicEvent", entry=False)
+LogEntry = events_union("LogEntry", entry=True)
 
 
 class WithheldEntry(Shape):
@@ -128,6 +137,7 @@ class WithheldEntry(Shape):
 
     seq: int
     version: int
+    append: int
     type: str
     text: str
     withheld: Literal[True]
@@ -170,18 +180,23 @@ class AuditReport(Shape):
 
 
 class LastCommand(Shape):
+    """The room's last append made by a command (a token reissue is none)."""
+
     at: str
-    seat: str
-    event: str
+    seat: str = Field(description="the seat that sent it, or `system` (a deadline, the end)")
+    event: str = Field(description="the type of its first event")
+    text: str = Field(description="its first event in words, as the public log says it")
 
 
 class RoomSummary(Shape):
     room: str
-    version: int
+    version: int | None = Field(description="null for a damaged room")
     seats: list[str]
     ended: int | None = Field(description="the version of the room's end, null while it runs")
     created: str | None
     last_command: LastCommand | None
+    damaged: str | None = Field(None, description="a damaged room only (its stored stream "
+                                "does not verify): what is wrong, for the operator")
 
 
 class NewToken(Shape):
@@ -206,7 +221,9 @@ class PublicKey(Shape):
     signs: str
 
 
-class EndRoom(Shape):
+class EndBody(Shape):
+    """The body of POST /rooms/{room}/end, which may be left out."""
+
     model_config = {"extra": "forbid", "strict": True}
     command_id: str | None = Field(None, min_length=1, max_length=128)
 
@@ -234,7 +251,12 @@ class NoDefaults(GenerateJsonSchema):
 
 # The named schemas of /openapi.json: what clients send (validated as such), and what
 # the server answers.
-REQUESTS: dict[str, Any] = {"Command": AnyCommand, "Layout": Layout, "EndRoom": EndRoom}
+REQUESTS: dict[str, Any] = {"SeatCommand": AnyCommand, "OperatorCommand": AnyOperatorCommand,
+                            "Layout": Layout, "EndBody": EndBody}
+# What POST /rooms/{room}/commands takes, told apart by `type`: a seat's command (with
+# its seat token) or one of the operator's (with the operator token).
+COMMAND = {"oneOf": [{"$ref": REF.format(model="SeatCommand")},
+                     {"$ref": REF.format(model="OperatorCommand")}]}
 ANSWERS: dict[str, Any] = {
     "SeatView": SeatView, "PublicView": PublicView, "WithheldView": WithheldView,
     "Action": Action, "PublicEvent": PublicEvent, "LogEntry": LogEntry,
@@ -256,7 +278,7 @@ def components() -> dict[str, Any]:
         ref = schema.get("$ref", "")
         if ref != REF.format(model=name):  # a union, or a model under another name
             out[name] = schema
-    return out
+    return {**out, "Command": COMMAND}
 
 
 def ref(name: str) -> dict[str, str]:

@@ -15,8 +15,10 @@ import pytest
 from dune_ledger.application import autopilot
 from dune_ledger.application.audit import audit_room
 from dune_ledger.domain import views
-from dune_ledger.domain.responses import KINDS, WindowKind, register
+from dune_ledger.domain.effect import HOUSE
+from dune_ledger.domain.responses import WindowKind
 from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.worker import play_autopilots
 from tests.rules_support import BOX, layout, open_search, state_of
 
 PILE = ["baliset", "karama-2", "shield-1", "maula-pistol", "lasgun"]
@@ -25,8 +27,6 @@ EXPECTED_SELECTION = {"medium": "lasgun", "hard": "karama-2", "brutal": "shield-
 ROOT = Path(__file__).resolve().parent.parent
 
 TEST_KIND = "autopilot_test_window"
-if TEST_KIND not in KINDS:
-    register(WindowKind(TEST_KIND, lambda tx, window, by: None))
 
 
 def url(tmp_path: Path) -> str:
@@ -178,14 +178,12 @@ def test_pacing_waits_for_the_last_event_to_age(tmp_path):
         assert autopilot.tick(rooms, pace=10, now=last + timedelta(seconds=11)) == 1
 
 
-def test_the_pace_is_configurable(monkeypatch):
-    monkeypatch.setenv(autopilot.PACE_ENV, "0.5")
-    assert autopilot.configured_pace() == 0.5
-    monkeypatch.delenv(autopilot.PACE_ENV)
-    assert autopilot.configured_pace() == autopilot.DEFAULT_PACE
-    monkeypatch.setenv(autopilot.PACE_ENV, "soon")
-    with pytest.raises(ValueError):
-        autopilot.configured_pace()
+@pytest.mark.parametrize(("pace", "acted"), [("3600", 0), ("0", 1)])
+def test_the_worker_plays_at_the_pace_the_settings_give(monkeypatch, tmp_path, pace, acted):
+    monkeypatch.setenv("DUNE_LEDGER_AUTOPILOT_PACE", pace)
+    with open_rooms(url(tmp_path)) as rooms:
+        searching_room(rooms, "hard")
+        assert play_autopilots(rooms) == acted
 
 
 def semuta_room(rooms, profile: str, card: str) -> str:
@@ -246,7 +244,9 @@ def test_semuta_waits_out_a_search_and_acts_on_the_restored_window(tmp_path):
         assert state.control.response is None and state.semuta is None
 
 
-def test_the_autopilot_passes_in_response_windows(tmp_path):
+def test_the_autopilot_passes_in_response_windows(tmp_path, monkeypatch):
+    monkeypatch.setitem(HOUSE.windows, TEST_KIND,
+                        WindowKind(TEST_KIND, lambda tx, window, by: None))
     window = {"kind": TEST_KIND, "event": "e1", "turn": 2, "phase": 6, "passes": [],
               "data": {}}
     with open_rooms(url(tmp_path)) as rooms:

@@ -119,6 +119,9 @@ def test_a_strict_program_plays_a_room_across_a_restart(node_modules: Path,
     assert found["resumed"] == found["taken"]["version"] > found["opened"]
     assert set(found["hand"]) & set(found["candidates"])
     assert found["refusal"] == "stale_event"
+    # The operator's end, sent as a typed command: its RoomEnded narrowed by `type`
+    # (a layout room publishes no secret).
+    assert found["ended"] == [None]
     # Its signature is the one RULES 9.3 defines, checked here with the server's library.
     signed = found["signed"]
     key = Ed25519PublicKey.from_public_bytes(base64.b64decode(signed["public_key"]))

@@ -243,7 +243,8 @@ def test_the_end_publishes_the_secret_refuses_later_commands_and_is_idempotent(a
 def test_the_end_is_not_a_seat_command(app):
     room = app.create_room(committed_layout())["room"]
     refused = app.execute(room, "emperor", {"type": "end_room"})
-    assert refused["error"]["code"] == "invalid_command"
+    assert refused["error"]["code"] == "not_eligible"
+    assert "operator" in refused["error"]["message"]
     assert app.public_view(room)["ended"] is False
 
 
@@ -553,6 +554,32 @@ def test_http_ends_a_room_once_and_serves_its_transcript_to_its_tokens(tmp_path)
         assert verify(texts[0], key_of_file(key))["ok"]
 
 
+def test_without_an_operator_token_the_transcript_needs_no_token_but_a_wrong_one_counts(
+        tmp_path):
+    """On loopback without DUNE_LEDGER_ADMIN_TOKEN the operator routes are open: the host
+    page downloads an ended room's transcript sending no token. A token that is wrong is
+    refused and counted, as on every token route."""
+    from fastapi.testclient import TestClient
+
+    from dune_ledger.infrastructure.http import create_app
+    from dune_ledger.infrastructure.http_auth import WRONG_LIMIT
+
+    key = tmp_path / "server.key"
+    init_key_file(key)
+    with open_rooms(f"sqlite:///{tmp_path / 'open.db'}", key_file=str(key)) as app, \
+            TestClient(create_app(app, admin_token="")) as client:
+        room = client.post("/rooms", json=committed_layout()).json()["room"]
+        early = client.get(f"/rooms/{room}/transcript")
+        assert early.status_code == 409 and early.json()["error"]["code"] == "room_not_ended"
+        assert client.post(f"/rooms/{room}/end").status_code == 200
+        answer = client.get(f"/rooms/{room}/transcript")
+        assert answer.status_code == 200 and verify(answer.content, key_of_file(key))["ok"]
+        wrong = {"Authorization": "Bearer not-a-token"}
+        codes = [client.get(f"/rooms/{room}/transcript", headers=wrong).status_code
+                 for _ in range(WRONG_LIMIT + 1)]
+        assert codes[0] == 401 and codes[-1] == 429
+
+
 def key_of_file(key: Path) -> Any:
     return public_key(public_key_info(key)["public_key"])
 
@@ -680,7 +707,7 @@ def test_committed_rooms_differing_in_their_secret_show_the_same_public_record()
     view and each seat's view of other seats are the same for two secrets (the
     commitment aside, which is the secret's public hash)."""
     from dune_ledger.domain import views
-    from dune_ledger.domain.commands import parse_command
+    from dune_ledger.domain.game import parse_command
     from dune_ledger.domain.rules import decide
     from tests.support import state_of
 

@@ -16,39 +16,28 @@ from typing import Any
 
 import orjson
 import pytest
-from fastapi.testclient import TestClient
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 from dune_ledger.application.rooms import public_events
-from dune_ledger.domain.events import EVENT_TYPES, Event
-from dune_ledger.domain.rules import apply, initial_state
-from dune_ledger.domain.state import RoomState
-from dune_ledger.domain.views import public_entry, public_view, seat_view
-from dune_ledger.infrastructure.http import create_app
-from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.application.stream import STORED_TYPES
+from dune_ledger.domain.game import (
+    Event,
+    RoomState,
+    apply,
+    initial_state,
+    public_entry,
+    public_view,
+    seat_view,
+)
 from dune_ledger.infrastructure.transfer import parse_export
+from scripts.client_types import openapi
+from tests.support import schema_problems, schema_validator
 
 GOLDEN = Path(__file__).parent / "golden"
 
 
 @pytest.fixture(scope="module")
 def spec() -> dict[str, Any]:
-    with open_rooms("memory://") as rooms, TestClient(create_app(rooms)) as client:
-        schema: dict[str, Any] = client.get("/openapi.json").json()
-    return schema
-
-
-def validator(spec: dict[str, Any], name: str) -> Draft202012Validator:
-    """A validator of the named schema of `spec`, its references resolved within it."""
-    resource = Resource.from_contents(spec, default_specification=DRAFT)
-    registry: Registry[Any] = Registry().with_resource("urn:openapi", resource)
-    return Draft202012Validator({"$ref": f"urn:openapi#/components/schemas/{name}"},
-                                registry=registry)
-
-
-DRAFT = Draft202012Validator.META_SCHEMA and __import__(
-    "referencing.jsonschema", fromlist=["DRAFT202012"]).DRAFT202012
+    return openapi()
 
 
 def golden_states() -> Iterator[tuple[str, RoomState, Event]]:
@@ -57,7 +46,7 @@ def golden_states() -> Iterator[tuple[str, RoomState, Event]]:
         for room in parse_export(corpus.read_bytes()):
             state = None
             for line in room.lines:
-                cls = EVENT_TYPES[line["type"]]
+                cls = STORED_TYPES[line["type"]]
                 body = orjson.loads(line["payload"])
                 fact = body["fact"] if body["v"] == cls.schema_version else \
                     cls.upcast(body["fact"], body["v"])
@@ -69,29 +58,23 @@ def golden_states() -> Iterator[tuple[str, RoomState, Event]]:
                 yield f"{corpus.stem}:{room.room}:{state.version}", state, event
 
 
-def problems(check: Draft202012Validator, value: Any) -> list[str]:
-    # As JSON: what the server sends, tuples as lists.
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
-            for e in check.iter_errors(orjson.loads(orjson.dumps(value)))]
-
-
 def test_every_view_event_and_entry_of_every_golden_state_fits_the_schema(
         spec: dict[str, Any]) -> None:
-    seat, public = validator(spec, "SeatView"), validator(spec, "PublicView")
-    event, entry = validator(spec, "PublicEvent"), validator(spec, "LogEntry")
-    action = validator(spec, "Action")
+    seat, public = schema_validator(spec, "SeatView"), schema_validator(spec, "PublicView")
+    event, entry = schema_validator(spec, "PublicEvent"), schema_validator(spec, "LogEntry")
+    action = schema_validator(spec, "Action")
     seen: dict[str, int] = {"views": 0, "events": 0, "actions": 0}
     kinds: set[str] = set()
     checked: set[bytes] = set()  # actions repeat from view to view: each checked once
     for where, state, fact in golden_states():
-        assert problems(public, public_view(state)) == [], where
+        assert schema_problems(public, public_view(state)) == [], where
         for s in state.seats:
             view = seat_view(state, s.faction)
-            assert problems(seat, {**view, "actions": []}) == [], (where, s.faction)
+            assert schema_problems(seat, {**view, "actions": []}) == [], (where, s.faction)
             for listed in view["actions"]:
                 key = orjson.dumps(listed)
                 if key not in checked:
-                    assert problems(action, listed) == [], (where, s.faction)
+                    assert schema_problems(action, listed) == [], (where, s.faction)
                     checked.add(key)
             seen["views"] += 1
             seen["actions"] += len(view["actions"])
@@ -100,11 +83,11 @@ def test_every_view_event_and_entry_of_every_golden_state_fits_the_schema(
                 kinds.add("window:" + view["response"]["kind"])
             if view["decision"]:
                 kinds.add("decision:" + view["decision"]["kind"])
-        shown = public_entry(1, state.version, fact)
+        shown = public_entry(1, state.version, fact, state.version)
         if shown is not None:
-            assert problems(entry, shown) == [], where
+            assert schema_problems(entry, shown) == [], where
             for answered in public_events([_Recorded(fact, state.version)]):
-                assert problems(event, answered) == [], where
+                assert schema_problems(event, answered) == [], where
             seen["events"] += 1
     assert seen["views"] > 2_000 and seen["events"] > 500 and seen["actions"] > 10_000, seen
     # The corpora hold every kind of window and decision, and most actions.
@@ -126,12 +109,12 @@ def test_the_schema_refuses_a_missing_field_an_extra_one_and_a_wrong_type(
     where, state, _ = next(s for s in golden_states() if s[1].search is not None)
     owner = state.search.owner if state.search else ""
     view = orjson.loads(orjson.dumps(seat_view(state, owner)))
-    check = validator(spec, "SeatView")
-    assert problems(check, view) == [], where
-    assert problems(check, {k: v for k, v in view.items() if k != "semuta"})
-    assert problems(check, {**view, "hidden": 1})
+    check = schema_validator(spec, "SeatView")
+    assert schema_problems(check, view) == [], where
+    assert schema_problems(check, {k: v for k, v in view.items() if k != "semuta"})
+    assert schema_problems(check, {**view, "hidden": 1})
     box = view["nullentropy"]
-    assert problems(check, {**view, "nullentropy": {**box, "search": {"event": "e3"}}})
-    assert problems(check, {**view, "me": {**view["me"], "spice": "10"}})
-    assert problems(check, {**view, "actions": [{"type": "select_card", "search": "e3"}]})
-    assert problems(check, {**view, "ended": True})
+    assert schema_problems(check, {**view, "nullentropy": {**box, "search": {"event": "e3"}}})
+    assert schema_problems(check, {**view, "me": {**view["me"], "spice": "10"}})
+    assert schema_problems(check, {**view, "actions": [{"type": "select_card", "search": "e3"}]})
+    assert schema_problems(check, {**view, "ended": True})

@@ -14,7 +14,10 @@ export { follow, StreamRefused, type Frame, type FollowOptions } from "./stream.
 
 type Schemas = components["schemas"];
 export type Layout = Schemas["Layout"];
+/** What POST /rooms/{room}/commands takes: a seat's command or the operator's. */
 export type Command = Schemas["Command"];
+export type SeatCommand = Schemas["SeatCommand"];
+export type OperatorCommand = Schemas["OperatorCommand"];
 export type CommandResult = Schemas["CommandResult"];
 export type Failure = Schemas["Failure"];
 /** A command's answer: narrowed by `ok`. */
@@ -69,12 +72,8 @@ export class Seat {
   }
 
   /** Sends a command as this seat; send it with a `command_id` to retry it safely. */
-  async send(command: Command): Promise<Answer> {
-    const { data, error } = await this.api.POST("/rooms/{room}/commands", {
-      params: { path: { room: this.room } },
-      body: command,
-    });
-    return data ?? error ?? unreachable();
+  async send(command: SeatCommand): Promise<Answer> {
+    return sendCommand(this.api, this.room, command);
   }
 
   /** The seat's view now. */
@@ -98,6 +97,32 @@ export class Seat {
       }
     }
   }
+}
+
+/** The operator of a server: its own commands to a room (`end_room`, ...), with
+ * DUNE_LEDGER_ADMIN_TOKEN where one is set (none on a loopback server without one). */
+export class Operator {
+  readonly api: Client<paths>;
+
+  constructor(
+    readonly baseUrl: string,
+    token?: string,
+  ) {
+    this.api = connect(baseUrl, token);
+  }
+
+  /** Sends one of the operator's commands to `room`. */
+  async send(room: string, command: OperatorCommand): Promise<Answer> {
+    return sendCommand(this.api, room, command);
+  }
+}
+
+async function sendCommand(api: Client<paths>, room: string, command: Command): Promise<Answer> {
+  const { data, error } = await api.POST("/rooms/{room}/commands", {
+    params: { path: { room } },
+    body: command,
+  });
+  return data ?? error ?? unreachable();
 }
 
 function unreachable(): never {

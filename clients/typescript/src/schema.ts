@@ -82,7 +82,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** run one command as the token's seat */
+        /** run one command as the token's seat, or one of the operator's (deal, open_bidding, end_room) with the operator token */
         post: operations["post_command_rooms__room__commands_post"];
         delete?: never;
         options?: never;
@@ -530,6 +530,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Count */
@@ -561,6 +563,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -630,6 +634,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -706,6 +712,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -734,6 +742,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -841,6 +851,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -879,6 +891,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -923,6 +937,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -1056,6 +1072,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Seat */
@@ -1104,6 +1122,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Search */
@@ -1166,6 +1186,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Seat */
@@ -1196,6 +1218,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Seat */
@@ -1240,6 +1264,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Seat */
@@ -1274,6 +1300,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Search */
@@ -1413,6 +1441,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Count */
@@ -1457,6 +1487,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Count */
@@ -1529,6 +1561,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -1538,10 +1572,28 @@ export interface components {
             /** Amount */
             amount: number;
         };
-        /** EndRoom */
+        /**
+         * EndBody
+         * @description The body of POST /rooms/{room}/end, which may be left out.
+         */
+        EndBody: {
+            /** Command Id */
+            command_id?: string | null;
+        };
+        /**
+         * EndRoom
+         * @description The operator's end of a room (RULES 9.6): sent by the operator only.
+         */
         EndRoom: {
             /** Command Id */
             command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "end_room";
         };
         /** EnterTerritory */
         EnterTerritory: {
@@ -1564,7 +1616,7 @@ export interface components {
         };
         /** EnterTerritoryFree */
         EnterTerritoryFree: {
-            territory?: components["schemas"]["FreeText"];
+            territory?: components["schemas"]["FreeChoice"];
             via?: components["schemas"]["FreeChoice"];
         };
         /** ErrorBody */
@@ -1644,6 +1696,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Seat */
@@ -1733,6 +1787,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -1769,6 +1825,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -1805,6 +1863,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -1892,6 +1952,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -1906,14 +1968,28 @@ export interface components {
             /** Ok */
             ok: boolean;
         };
-        /** LastCommand */
+        /**
+         * LastCommand
+         * @description The room's last append made by a command (a token reissue is none).
+         */
         LastCommand: {
             /** At */
             at: string;
-            /** Seat */
+            /**
+             * Seat
+             * @description the seat that sent it, or `system` (a deadline, the end)
+             */
             seat: string;
-            /** Event */
+            /**
+             * Event
+             * @description the type of its first event
+             */
             event: string;
+            /**
+             * Text
+             * @description its first event in words, as the public log says it
+             */
+            text: string;
         };
         /** Layout */
         Layout: {
@@ -2022,9 +2098,9 @@ export interface components {
             to: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
         };
         /** OpenDecision */
-        OpenDecision: components["schemas"]["AmbassadorDecision"] | components["schemas"]["AmbassadorCopyDecision"] | components["schemas"]["SearchDecision"];
+        OpenDecision: components["schemas"]["SearchDecision"] | components["schemas"]["AmbassadorDecision"] | components["schemas"]["AmbassadorCopyDecision"];
         /** OpenWindow */
-        OpenWindow: components["schemas"]["AmbassadorIncomeWindow"] | components["schemas"]["AmbassadorBonusWindow"] | components["schemas"]["SemutaWindow"] | components["schemas"]["GiftWindow"];
+        OpenWindow: components["schemas"]["GiftWindow"] | components["schemas"]["AmbassadorIncomeWindow"] | components["schemas"]["AmbassadorBonusWindow"] | components["schemas"]["SemutaWindow"];
         /** OtherSeat */
         OtherSeat: {
             /**
@@ -2070,6 +2146,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Search */
@@ -2110,6 +2188,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Seat */
@@ -2161,9 +2241,9 @@ export interface components {
             decision: components["schemas"]["OpenDecision"] | null;
             /** Ended */
             ended: false | number;
-            ambassador: components["schemas"]["AmbassadorsShown"] | null;
             search: components["schemas"]["SearchShown"] | null;
             truthtrance: components["schemas"]["QuestionShown"] | null;
+            ambassador: components["schemas"]["AmbassadorsShown"] | null;
             semuta: components["schemas"]["SemutaShown"] | null;
             fairness: components["schemas"]["FairnessShown"];
             /** Seats */
@@ -2196,6 +2276,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -2251,6 +2333,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -2309,6 +2393,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -2386,6 +2472,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -2422,6 +2510,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -2454,6 +2544,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -2515,6 +2607,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -2560,6 +2654,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -2608,6 +2704,8 @@ export interface components {
             mode: "basic" | "advanced";
             /** Expansions */
             expansions: string[];
+            /** Catalog */
+            catalog?: number;
             /** Turn */
             turn: number;
             /** Phase */
@@ -2628,6 +2726,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /**
@@ -2637,6 +2737,8 @@ export interface components {
             mode: "basic" | "advanced";
             /** Expansions */
             expansions: string[];
+            /** Catalog */
+            catalog?: number;
             /** Turn */
             turn: number;
             /** Phase */
@@ -2669,6 +2771,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Secret */
@@ -2678,8 +2782,11 @@ export interface components {
         RoomSummary: {
             /** Room */
             room: string;
-            /** Version */
-            version: number;
+            /**
+             * Version
+             * @description null for a damaged room
+             */
+            version: number | null;
             /** Seats */
             seats: string[];
             /**
@@ -2690,6 +2797,11 @@ export interface components {
             /** Created */
             created: string | null;
             last_command: components["schemas"]["LastCommand"] | null;
+            /**
+             * Damaged
+             * @description a damaged room only (its stored stream does not verify): what is wrong, for the operator
+             */
+            damaged?: string | null;
         };
         /** SearchClosed */
         SearchClosed: {
@@ -2714,6 +2826,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Search */
@@ -2761,6 +2875,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Search */
@@ -2827,6 +2943,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Seat */
@@ -2857,6 +2975,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Seat */
@@ -2883,22 +3003,22 @@ export interface components {
             decision: components["schemas"]["OpenDecision"] | null;
             /** Ended */
             ended: false | number;
-            ambassador: components["schemas"]["AmbassadorsShown"] | null;
             search: components["schemas"]["SearchShown"] | null;
             truthtrance: components["schemas"]["QuestionShown"] | null;
+            ambassador: components["schemas"]["AmbassadorsShown"] | null;
             semuta: components["schemas"]["SemutaSeatShown"] | null;
             fairness: components["schemas"]["FairnessShown"];
+            /** Seats */
+            seats: components["schemas"]["OtherSeat"][];
+            nullentropy: components["schemas"]["BoxShown"] | null;
             /** Receipts */
             receipts: components["schemas"]["ReceiptShown"][];
-            nullentropy: components["schemas"]["BoxShown"] | null;
             /**
              * Seat
              * @enum {string}
              */
             seat: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
             me: components["schemas"]["Me"];
-            /** Seats */
-            seats: components["schemas"]["OtherSeat"][];
             /** Actions */
             actions: components["schemas"]["Action"][];
         };
@@ -2964,6 +3084,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -2998,6 +3120,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -3060,6 +3184,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -3121,6 +3247,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -3151,6 +3279,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -3226,6 +3356,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Card */
@@ -3279,6 +3411,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Card */
@@ -3318,6 +3452,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Seat */
@@ -3358,6 +3494,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -3402,6 +3540,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -3424,6 +3564,8 @@ export interface components {
             seq: number;
             /** Version */
             version: number;
+            /** Append */
+            append: number;
             /** Type */
             type: string;
             /** Text */
@@ -3475,6 +3617,8 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+            /** Append */
+            append: number;
             /** Text */
             text: string;
             /** Event */
@@ -3484,7 +3628,9 @@ export interface components {
             /** Territory */
             territory: string;
         };
-        Command: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"];
+        SeatCommand: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"];
+        OperatorCommand: components["schemas"]["EndRoom"];
+        Command: components["schemas"]["SeatCommand"] | components["schemas"]["OperatorCommand"];
     };
     responses: never;
     parameters: never;
@@ -3953,6 +4099,24 @@ export interface operations {
                         error: {
                             /** @enum {string} */
                             code: "unauthorized";
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description a valid token without the right: `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        ok: false;
+                        version: number;
+                        error: {
+                            /** @enum {string} */
+                            code: "forbidden";
                             message: string;
                         };
                     };
@@ -4807,7 +4971,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": components["schemas"]["EndRoom"];
+                "application/json": components["schemas"]["EndBody"];
             };
         };
         responses: {

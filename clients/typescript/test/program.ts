@@ -1,12 +1,15 @@
 // What a game site's developer writes against the package: create a room from a layout,
-// run a Box search, follow the seat's view across a disconnect, and read a refusal.
+// run a Box search, follow the seat's view across a disconnect, read a refusal, and end
+// the room as its operator.
 // Compiled with `tsc --strict` and run with Node against a live `dune-ledger serve`
 // by tests/test_clients.py: it prints RESTART, waits for a line on stdin while the
 // server restarts, and prints its findings as one JSON line.
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline/promises";
 
-import { createRoom, newSeatKey, Seat, sign, Unreachable, type Answer, type Command, type Layout } from "../src/index.js";
+import {
+  createRoom, newSeatKey, Operator, Seat, sign, Unreachable, type Answer, type Layout, type SeatCommand,
+} from "../src/index.js";
 
 const [baseUrl = "", layoutFile = ""] = process.argv.slice(2);
 const layout: Layout = JSON.parse(readFileSync(layoutFile, "utf8"));
@@ -31,7 +34,7 @@ console.log("RESTART");
 const lines = createInterface({ input: process.stdin });
 await lines[Symbol.asyncIterator]().next(); // the server is back
 
-const take: Command = { type: "select_card", search: pick.search, card: pick.card, command_id: "take-1" };
+const take: SeatCommand = { type: "select_card", search: pick.search, card: pick.card, command_id: "take-1" };
 const taken = await sendUntilAnswered(take);
 const next = await views.next();
 if (next.done === true) throw new Error("the stream ended");
@@ -50,6 +53,10 @@ const signed = [
   }),
 ];
 
+// The loopback server has no operator token: its operator routes are open there.
+const end = await new Operator(baseUrl).send(room.room, { type: "end_room", command_id: "end-1" });
+const ended = end.ok ? end.events.map((e) => (e.type === "RoomEnded" ? e.secret : null)) : [end.error.code];
+
 console.log(JSON.stringify({
   room: room.room,
   opened: open.version,
@@ -59,11 +66,12 @@ console.log(JSON.stringify({
   resumed: after.version,
   hand: after.me.hand.map((card) => card.id),
   refusal,
+  ended,
   signed: { public_key: key.publicKey, commands: signed },
 }));
 process.exit(0);
 
-async function sendUntilAnswered(command: Command): Promise<Answer> {
+async function sendUntilAnswered(command: SeatCommand): Promise<Answer> {
   for (let tries = 0; ; tries++) {
     try {
       return await richese.send(command);
