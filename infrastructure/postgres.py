@@ -7,8 +7,8 @@ oldest transaction still running (`pg_snapshot_xmin`), every one of which has
 committed or rolled back for good. Appends to different rooms commit in
 parallel and a reader following the log never skips an id that commits later
 (`tests/test_pg_lock.py`). The NOTIFY that wakes followers is sent after the
-commit, one at a time per process (`Notifier`): inside the append it would
-serialize every commit on PostgreSQL's notification queue lock.
+commit, at most one every few milliseconds per process (`Notifier`): inside
+the append it would serialize every commit on PostgreSQL's notification queue lock.
 
 The append and the room's load, the two statements of a command, are sent
 through libpq directly (`libpq_run`) on the pool's connections: psycopg's
@@ -694,19 +694,29 @@ class Waiting:
 
 
 class Notifier:
-    """NOTIFY the recorder's channel after appends commit, one NOTIFY at a time.
+    """NOTIFY the recorder's channel after appends commit: at most one NOTIFY every
+    INTERVAL seconds from a process, sent by a thread of its own.
 
     A NOTIFY inside the append would hold PostgreSQL's notification queue lock from
     the commit's start to its end (its WAL flush included), serializing every append
     of the server: pgbench on this machine, 8 clients, insert 7,900/s, insert+NOTIFY
-    1,800-4,200/s. Sent after the commit by a thread of its own, one NOTIFY covers
-    every append that committed before it started.
+    1,800-4,200/s. Sent after the commit, one NOTIFY covers every append that
+    committed before it started. One per append cost a lone process a transaction of
+    its own per command (a third of the client's CPU and a sixth of the server's,
+    docs/benchmarks.md "A command at the cost of two inserts"): the appends of an
+    interval share one. A lone command's NOTIFY goes at once; a follower learns of a
+    busy process's appends at most INTERVAL later, and followers poll besides
+    (`RoomsSubscription.POLL`).
     """
+
+    INTERVAL = 0.01
 
     def __init__(self, recorder: RoomsRecorder) -> None:
         self.recorder = recorder
-        self.wanted = threading.Event()
-        self.lock = threading.Lock()
+        self.asked = False  # an append committed that no NOTIFY has covered yet
+        self.woken = threading.Event()
+        self.stopped = threading.Event()
+        self.start = threading.Lock()
         self.thread: threading.Thread | None = None
         # A NOTIFY takes a transaction id, so its commit would wait for a WAL flush of
         # its own; nothing of it needs to survive a crash (followers read the log).
@@ -714,33 +724,52 @@ class Notifier:
                              "COMMIT").format(Identifier(recorder.channel_name))
 
     def appended(self) -> None:
-        self.wanted.set()
+        if not self.asked:
+            self.asked = True
+            self.woken.set()
         if self.thread is None:
-            with self.lock:
-                if self.thread is None:
+            with self.start:
+                if self.thread is None and not self.stopped.is_set():
                     self.thread = threading.Thread(target=self.run, name="notifier",
                                                    daemon=True)
                     self.thread.start()
 
     def run(self) -> None:
+        """The only sender while the process runs: no lock is held across a round trip
+        (at exit, a daemon thread stopped in one would hold it for good)."""
         while True:
-            self.wanted.wait()
-            if not self.send():
-                time.sleep(0.2)  # the store is away: followers poll meanwhile
+            self.woken.wait()
+            self.woken.clear()
+            sent = self.send()
+            if self.stopped.is_set():
+                return
+            # Appends meanwhile share the next NOTIFY; the store away, followers poll.
+            self.stopped.wait(self.INTERVAL if sent else 0.2)
 
     def send(self) -> bool:
         """NOTIFY now if an append asked for it; False if it could not be sent."""
-        with self.lock:
-            if not self.wanted.is_set():
-                return True
-            self.wanted.clear()  # an append committed after this asks again
-            try:
-                with self.recorder.datastore.get_connection() as conn:
-                    conn.execute(self.statement)
-            except Exception:
-                self.wanted.set()
-                return False
+        if not self.asked:
             return True
+        self.asked = False  # an append that commits after this asks again
+        try:
+            with self.recorder.datastore.get_connection() as conn:
+                conn.execute(self.statement)
+        except Exception:
+            self.asked = True
+            return False
+        return True
+
+    def close(self) -> None:
+        """The last appends' NOTIFY (a one-shot command's), then the thread ends."""
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        thread = self.thread
+        if thread is None:
+            self.send()
+            return
+        self.woken.set()
+        thread.join(timeout=5)
 
 
 def not_null(result: pq.abc.PGresult) -> Callable[[int, int], bytes]:
@@ -831,5 +860,5 @@ class RoomsPostgresFactory(PostgresFactory):
     def close(self) -> None:
         # The last appends' NOTIFY, before the pool goes (a one-shot command's).
         for recorder in self.recorders:
-            recorder.notifier.send()
+            recorder.notifier.close()
         super().close()
