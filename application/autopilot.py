@@ -1,6 +1,6 @@
 """Autopilot: acting for seats whose autopilot is on (RULES 3.7).
 
-`tick(app)` makes one pass over the rooms where an autopilot seat is asked
+`tick(app, pace=...)` makes one pass over the rooms where an autopilot seat is asked
 for something (the read models keep that index, so a worker among thousands
 of rooms loads only those). In each room whose last event is at least `pace`
 seconds old (normal pacing: a human at the table sees each step), the first
@@ -41,7 +41,6 @@ answer Truthtrance questions, offer gifts or play cards of its own.
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,9 +49,6 @@ from typing import Any
 
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.domain.game import CARDS, Rejection, seat_view
-
-PACE_ENV = "DUNE_LEDGER_AUTOPILOT_PACE"
-DEFAULT_PACE = 2.0  # seconds since the room's last event before an autopilot acts
 
 View = dict[str, Any]
 Command = dict[str, Any]
@@ -159,16 +155,6 @@ def rng_for(seed: int | None, version: int, seat: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def configured_pace() -> float:
-    raw = os.environ.get(PACE_ENV)
-    if raw is None:
-        return DEFAULT_PACE
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        raise ValueError(f"{PACE_ENV} must be a number of seconds, not {raw!r}") from None
-
-
 @dataclass(frozen=True)
 class Move:
     room: str
@@ -218,10 +204,10 @@ def candidate_rooms(app: RoomsApp) -> list[str]:
     return list(index(due=True))
 
 
-def tick(app: RoomsApp, *, pace: float | None = None, now: datetime | None = None,
+def tick(app: RoomsApp, *, pace: float, now: datetime | None = None,
          chooser: Chooser = choose) -> int:
-    """One pass over the autopilot rooms; returns how many autopilot commands were accepted."""
-    pace = configured_pace() if pace is None else pace
+    """One pass over the autopilot rooms (a room's last event at least `pace` seconds old);
+    returns how many autopilot commands were accepted."""
     now = now or datetime.now(UTC)
     acted = 0
     for room_id in candidate_rooms(app):

@@ -40,16 +40,28 @@ class RoomQueries(RoomStore):
         for uid in self.room_ids():
             room = self.peek(uid)
             first = self.records(uid, lte=1)
-            last = self.records(uid, gt=room.version - 1)
+            last = self._last_command(uid, room.version)
             out.append({
                 "room": str(uid), "version": room.version,
                 "seats": [s.faction for s in room.state.seats],
                 "ended": room.state.ended,
                 "created": first[0].at if first else None,
-                "last_command": None if not last or last[-1].seat is None else {
-                    "at": last[-1].at, "seat": last[-1].seat, "event": last[-1].type},
+                "last_command": None if last is None else {
+                    "at": last.at, "seat": last.seat, "event": last.type,
+                    "text": last.fact.text()},
             })
         return out
+
+    def _last_command(self, uid: UUID, version: int) -> Recorded | None:
+        """The first event of the room's last append made by a command (a seat's, the
+        table's deadline, the operator's end): creating the room and reissuing a token
+        are none."""
+        while version > 1:
+            last = self.records(uid, gt=version - 1, lte=version)[-1]
+            if last.seat is not None:
+                return self.records(uid, gt=last.append - 1, lte=last.append)[0]
+            version = last.append - 1
+        return None
 
     def _caught_up(self, room_id: str) -> tuple[ReadModelsPort, str, bool]:
         """The read models, the canonical room id, and whether the models caught up.

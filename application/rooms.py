@@ -23,9 +23,9 @@ from eventsourcing.persistence import IntegrityError
 from dune_ledger.application.queries import RoomQueries
 from dune_ledger.application.seats import Seats, token_hash
 from dune_ledger.application.store import (
-    ROOM_CACHE_ENV,
+    DEFAULT_ROOM_CACHE,
+    SNAPSHOT_INTERVAL,
     AppendRetried,
-    room_cache_size,
     room_uuid,
 )
 from dune_ledger.application.stream import Recorded, Room, SeatTokenReissued, Signer
@@ -49,8 +49,8 @@ from dune_ledger.domain.game import (
 )
 
 # The names the infrastructure, scripts and tests import from the application's face.
-__all__ = ["ROOM_CACHE_ENV", "RETRIES", "RETRY_PAUSE", "AppendRetried", "RandomnessFactory",
-           "RoomsApp", "now", "room_cache_size", "room_uuid", "token_hash"]
+__all__ = ["RETRIES", "RETRY_PAUSE", "AppendRetried", "RandomnessFactory", "RoomsApp", "now",
+           "room_uuid", "token_hash"]
 
 # (room seed or None, room version) -> the randomness for one decision
 RandomnessFactory = Callable[[int | None, int], Randomness]
@@ -79,9 +79,11 @@ def public_events(records: list[Recorded]) -> list[dict[str, Any]]:
 class RoomsApp(RoomQueries):
     def __init__(
         self, env: dict[str, str] | None = None, *, randomness: RandomnessFactory,
-        signer: Signer,
+        signer: Signer, snapshot_interval: int = SNAPSHOT_INTERVAL,
+        room_cache: int = DEFAULT_ROOM_CACHE,
     ) -> None:
-        super().__init__(env, signer=signer)
+        super().__init__(env, signer=signer, snapshot_interval=snapshot_interval,
+                         room_cache=room_cache)
         self.randomness = randomness
         self.seats = Seats(self)
         # The clock port handed to the rules: a window's deadline is stamped from it.

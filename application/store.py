@@ -41,8 +41,8 @@ from dune_ledger.domain.game import Rejection
 # Rooms a process keeps in memory after saving them, for its next command on the same
 # room (most recently used kept): that command is decided on the kept room instead of
 # a load (see `RoomsApp._room_to_decide_on` for a room another process also writes).
-ROOM_CACHE_ENV = "DUNE_LEDGER_ROOM_CACHE"
 DEFAULT_ROOM_CACHE = 256
+SNAPSHOT_INTERVAL = 50  # events between two snapshots of a room
 
 
 class AppendRetried(IntegrityError):
@@ -54,23 +54,23 @@ class RoomStore(Application[UUID]):
     # The application's name picks its tables (`duneledger_events`, ...) and settings:
     # every layer above (queries, the use cases) is the same application to the store.
     name = "DuneLedger"
-    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Room: 50}
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Room: SNAPSHOT_INTERVAL}
     snapshotting_projectors: ClassVar[dict[type[Any], Any]] = {Room: project_room}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)  # which names a subclass after itself
         cls.name = RoomStore.name
 
-    def __init__(self, env: dict[str, str] | None = None, *, signer: Signer) -> None:
+    def __init__(self, env: dict[str, str] | None = None, *, signer: Signer,
+                 snapshot_interval: int = SNAPSHOT_INTERVAL,
+                 room_cache: int = DEFAULT_ROOM_CACHE) -> None:
         # The server's key (infrastructure/keys.py): every append is signed with it,
         # every load checks with it (application/stream.verified_room).
         self.signer = signer
         super().__init__(env)
-        interval = self.env.get("DUNE_LEDGER_SNAPSHOT_INTERVAL")
-        if interval:
-            # Per instance, so that one process can run rooms at two intervals (tests).
-            self.snapshotting_intervals = {Room: int(interval)}  # type: ignore[misc]
-        self.kept = KeptRooms(room_cache_size(self.env.get(ROOM_CACHE_ENV)))
+        # Per instance, so that one process can run rooms at two intervals (tests).
+        self.snapshotting_intervals = {Room: snapshot_interval}  # type: ignore[misc]
+        self.kept = KeptRooms(room_cache)
 
     # The processes that audit parts of long rooms for this app (application/audit.py
     # `PartProcesses`), started by its first audit in parts: they end with the app.
@@ -340,16 +340,6 @@ def spoiled(room: Room) -> bool:
     """A command refused after events were applied to the room's state in place
     (`decide(in_place=True)`): the state no longer is the room's at its version."""
     return room.state.version != room.version
-
-
-def room_cache_size(raw: str | None) -> int:
-    raw = (raw or "").strip()
-    if not raw:
-        return DEFAULT_ROOM_CACHE
-    if not raw.isdigit():
-        raise ValueError(f"{ROOM_CACHE_ENV} must be a whole number of rooms (0: none), "
-                         f"not {raw!r}")
-    return int(raw)
 
 
 @contextmanager

@@ -26,7 +26,14 @@ from uuid import UUID
 
 import orjson
 
-from dune_ledger.domain.game import Event, RoomCreated, RoomState, apply, initial_state
+from dune_ledger.domain.game import (
+    Event,
+    RoomCreated,
+    RoomState,
+    apply,
+    faction_name,
+    initial_state,
+)
 
 GENESIS = "0" * 64
 # What a signature signs, before the hex chain hash: never the same bytes for an
@@ -101,7 +108,8 @@ class SeatTokenReissued(Event):
         return {"seat": self.seat}
 
     def text(self) -> str:
-        return f"{self.seat} was given a new seat token"
+        return (f"The host gave {faction_name(self.seat)} a new seat token; the old one no "
+                "longer works")
 
 
 def chain_hash(room: str, version: int, event_type: str, body: bytes) -> str:

@@ -38,7 +38,7 @@ from dune_ledger.domain.state import (
     ResponseWindow,
     RoomState,
 )
-from dune_ledger.domain.words import faction, place
+from dune_ledger.domain.words import faction, place, stage, via
 
 ECAZ = "ecaz"
 RICHESE = "richese"
@@ -344,7 +344,7 @@ class TerritoryEntered(Event):
         return {"seat": self.seat, "territory": self.territory, "via": self.via}
 
     def text(self) -> str:
-        return f"{faction(self.seat)} entered {place(self.territory)} ({self.via})"
+        return f"{faction(self.seat)} entered {place(self.territory)} {via(self.via)}"
 
 
 class AmbassadorOffered(Event):
@@ -442,7 +442,7 @@ class AmbassadorCopyOffered(Event):
         return {"event": self.event, "decision": self.decision, "player": self.player}
 
     def text(self) -> str:
-        return f"{faction(self.player)} may copy an ambassador with the BG token"
+        return f"{faction(self.player)} may copy an ambassador with the {faction(BG)} token"
 
 
 class AmbassadorCopied(Event):
@@ -459,7 +459,7 @@ class AmbassadorCopied(Event):
         return {"event": self.event, "token": self.token}
 
     def text(self) -> str:
-        return f"The BG ambassador copies the {faction(self.token)} ambassador"
+        return f"The {faction(BG)} ambassador copies the {faction(self.token)} ambassador"
 
 
 class AmbassadorNoEffect(Event):
@@ -534,7 +534,9 @@ class ReceiptAdvanced(Event):
         return {"event": self.event, "stage": self.stage}
 
     def text(self) -> str:
-        return f"The ambassador purchase moved on to {self.stage}"
+        if self.stage == "finish":
+            return "The purchase is complete"
+        return f"The purchase moves on to {stage(self.stage)}"
 
 
 class EmperorIncomePaid(Event):
@@ -569,7 +571,7 @@ class HarkonnenBonusResolved(Event):
     def text(self) -> str:
         if self.card is None:
             return f"{faction(self.seat)}'s bonus card: none could be drawn"
-        return f"{faction(self.seat)} drew a bonus card"
+        return f"That card is {faction(self.seat)}'s bonus card"
 
 
 class AmbassadorEntryClosed(Event):
@@ -583,7 +585,7 @@ class AmbassadorEntryClosed(Event):
         return {"event": self.event}
 
     def text(self) -> str:
-        return "The ambassador entry is resolved"
+        return "The ambassador's effect is over"
 
 
 class WormResumed(Event):

@@ -26,6 +26,7 @@ from dune_ledger.domain.nullentropy import PileShuffled
 from dune_ledger.domain.randomness import ALGORITHM, Derived, Randomness, commitment, mix
 from dune_ledger.domain.rules import SYSTEM_COMMANDS, Tx, handles
 from dune_ledger.domain.state import Fairness, RoomState
+from dune_ledger.domain.words import faction
 
 
 def committed(seats: list[str], secret: bytes) -> Fairness:
@@ -127,7 +128,7 @@ class SeatSeedSet(Event):
         return {"seat": self.seat, "value": self.value}
 
     def text(self) -> str:
-        return f"{self.seat} set its seed to {self.value!r}"
+        return f"{faction(self.seat)} set a seed: {self.value}"
 
 
 class RoomEnded(Event):

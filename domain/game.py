@@ -55,7 +55,8 @@ from dune_ledger.domain.rules import (
 )
 from dune_ledger.domain.state import RoomState
 from dune_ledger.domain.views import public_entry, public_view, seat_view, seat_view_at
-from dune_ledger.domain.words import FACTIONS as FACTION_NAMES
+from dune_ledger.domain.words import PAGE_WORDS
+from dune_ledger.domain.words import faction as faction_name
 
 __all__ = [
     # setting up a room
@@ -69,7 +70,7 @@ __all__ = [
     "seat_view", "seat_view_at", "public_view", "public_entry", "actions",
     "candidates", "offer_of",
     # the catalog and the game's words
-    "CARDS", "EXPANSIONS", "FACTIONS", "FACTION_NAMES", "is_box", "room_cards",
+    "CARDS", "EXPANSIONS", "FACTIONS", "PAGE_WORDS", "faction_name", "is_box", "room_cards",
     # fair dealing and its verifier
     "Randomness", "Rng", "commitment", "derived_shuffle", "mix", "words", "committed",
     "derived", "port", "kept_state", "state_digest", "outcome", "RoomEnded",

@@ -251,7 +251,7 @@ class ResponseWindowOpened(DeadlineSinceV2, Event):
                 **self.data.get("public", {})}
 
     def text(self) -> str:
-        return f"A response window opened: {window(self.kind)}"
+        return f"Waiting for answers on {window(self.kind)}"
 
 
 class ResponsePassed(Event):

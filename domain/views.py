@@ -83,9 +83,12 @@ def seat_view_at(past: RoomState, now: RoomState, faction: str) -> dict[str, Any
     return view
 
 
-def public_entry(seq: int, version: int, event: Event) -> dict[str, Any] | None:
+def public_entry(seq: int, version: int, event: Event, append: int) -> dict[str, Any] | None:
+    """`append`: the version of the first event of the append `event` belongs to, which
+    one command's lines share (versions are public)."""
     fields = event.public()
     if fields is None:
         return None
-    return {"seq": seq, "version": version, "type": event.type, "text": event.text(), **fields}
+    return {"seq": seq, "version": version, "append": append, "type": event.type,
+            "text": event.text(), **fields}
 

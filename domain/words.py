@@ -1,5 +1,6 @@
-"""The game's own words for the ids the rules use: faction, card, territory and window
-names, for the public log (each event's `text()`) and the text of the views."""
+"""The game's own words for the ids the rules use: faction, card, territory, window,
+phase and stage names, for the public log (each event's `text()`), the text of the
+views and the pages (`PAGE_WORDS`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,24 @@ WINDOWS = {
     "ambassador_bonus": "the Harkonnen bonus card",
     "semuta": "the Semuta Drug window",
     "gift": "a gift from Richese",
+}
+PHASES = {
+    1: "Storm", 2: "Spice Blow and Nexus", 3: "CHOAM Charity", 4: "Bidding", 5: "Revival",
+    6: "Shipment and Movement", 7: "Battle", 8: "Spice Collection", 9: "Mentat Pause",
+}
+# How forces entered a territory (an Ambassador entry's `via`).
+VIA = {"shipment": "by shipment", "movement": "by moving", "worm": "riding a worm"}
+# Where an Ambassador entry stands (its `stage`) and where a purchase stands (a
+# receipt's `stage`), as a player reads it.
+STAGES = {
+    "offer": "Ecaz may trigger it",
+    "declined": "declined",
+    "copy": "choosing the token to copy",
+    "cards": "the purchase",
+    "no_effect": "no effect",
+    "income": "the Emperor's income",
+    "bonus": "the Harkonnen bonus card",
+    "finish": "complete",
 }
 
 
@@ -36,3 +55,17 @@ def place(territory: str) -> str:
 
 def window(kind: str) -> str:
     return WINDOWS.get(kind, kind.replace("_", " ") + " window")
+
+
+def via(how: str) -> str:
+    return VIA.get(how, how)
+
+
+def stage(name: str) -> str:
+    return STAGES.get(name, name.replace("_", " "))
+
+
+# What the pages draw ids with (infrastructure/page.py hands it to them), so that every
+# name a player reads comes from here.
+PAGE_WORDS = {"factions": FACTIONS, "windows": WINDOWS, "phases": PHASES, "via": VIA,
+              "stages": STAGES}

@@ -1,4 +1,4 @@
 """dune-ledger: the room engine. Its layers live in the repository's top-level folders
-(`domain/`, `application/`, `infrastructure/`, `projections/`), linked here so that
-they install and import as `dune_ledger.domain`, ... and no generic name reaches
-site-packages; `examples/`, linked too, ships the layouts the demo plays."""
+(`domain/`, `application/`, `infrastructure/`, `projections/`), which pyproject.toml's
+package-dir installs as `dune_ledger.domain`, ..., so that no generic name reaches
+site-packages; `examples/` ships the layouts the demo plays as `dune_ledger.examples`."""

@@ -24,10 +24,10 @@ from typing import Any, NoReturn
 import orjson
 
 from dune_ledger.domain.game import EXPANSIONS, FACTIONS, LayoutError, Rejection, room_cards
-from dune_ledger.infrastructure import observability, strict_json
+from dune_ledger.infrastructure import observability, settings, strict_json
 from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.observability import first_line, redact_url
-from dune_ledger.infrastructure.storage import DEFAULT_URL, open_rooms
+from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.projections.store import ReadModelsTooNew
 
 PROG = "dune-ledger"
@@ -72,53 +72,16 @@ def version() -> str:
 # --- settings and the store ------------------------------------------------------
 
 
-def store_url(args: argparse.Namespace, default: str = DEFAULT_URL) -> str:
-    return args.db or os.environ.get("DUNE_LEDGER_DB") or default
-
-
-def check_settings() -> None:
-    """Every DUNE_LEDGER_* setting read later, checked now: a bad one is a usage error
-    with what to set instead, never a traceback from deep inside a command."""
-    from dune_ledger.application.autopilot import configured_pace
-    from dune_ledger.application.rooms import ROOM_CACHE_ENV, room_cache_size
-    from dune_ledger.infrastructure.watch import configured_streams_per_client
-    from dune_ledger.projections.read_models import configured_cache
-
-    def whole(name: str, least: int = 0) -> None:
-        raw = os.environ.get(name, "").strip()
-        if raw and (not raw.isdigit() or int(raw) < least):
-            raise UsageError(f"{name} must be a whole number, at least {least}, not '{raw}': "
-                             f"set it so, or unset it for the default")
-
-    whole("DUNE_LEDGER_SNAPSHOT_INTERVAL", 1)
-    whole("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", 0)
-    try:
-        room_cache_size(os.environ.get(ROOM_CACHE_ENV))
-        configured_cache()
-        configured_pace()
-        observability.configured_level()
-        observability.configured_format()
-        configured_streams_per_client()
-    except ValueError as e:
-        raise UsageError(f"{e}: set it so, or unset it for the default") from None
-    topic = os.environ.get("APPLICATION_RECORDER_TOPIC", "").strip()
-    if topic:
-        from eventsourcing.postgres import PostgresApplicationRecorder
-        from eventsourcing.utils import resolve_topic
-
-        try:
-            found = resolve_topic(topic)
-        except Exception:  # the library raises TopicError, ImportError or AttributeError
-            found = None
-        if not (isinstance(found, type) and issubclass(found, PostgresApplicationRecorder)):
-            raise UsageError(f"APPLICATION_RECORDER_TOPIC '{topic}' names no PostgreSQL "
-                             "recorder class (module:Class); unset it for the default")
+def store_url(args: argparse.Namespace) -> str:
+    """--db, else the settings' DUNE_LEDGER_DB."""
+    return str(args.db or settings.current().db)
 
 
 @contextmanager
-def rooms(args: argparse.Namespace, default: str = DEFAULT_URL) -> Iterator[Any]:
-    """The rooms of the store the command names, opened for the length of the command."""
-    url = store_url(args, default)
+def rooms(args: argparse.Namespace, url: str | None = None) -> Iterator[Any]:
+    """The rooms of the store the command names (`url`, else `store_url`), opened for
+    the length of the command."""
+    url = url or store_url(args)
     if url.startswith("memory:"):
         print("note: memory:// keeps nothing: the rooms are gone when this command ends",
               file=sys.stderr)
@@ -496,7 +459,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from dune_ledger.infrastructure.demo import DEMO_URL, DemoRefused, play_demo, print_summary
 
     url = args.db or DEMO_URL  # never the operator's own rooms, unless --db says so
-    with rooms(args, DEMO_URL) as app:
+    with rooms(args, url) as app:
         try:
             transcript = play_demo(app)
         except DemoRefused as e:
@@ -777,11 +740,13 @@ LONG_RUNNING = ("serve", "worker")
 
 
 def main(argv: list[str] | None = None) -> int:
+    debug = False
     try:
         args = build_parser().parse_args(argv)
+        chosen = settings.current()  # every setting, read and checked now: a bad one is exit 2
+        debug = chosen.debug
         observability.configure_logging(
-            default_level="INFO" if args.cmd in LONG_RUNNING else "WARNING")
-        check_settings()
+            chosen, default_level="INFO" if args.cmd in LONG_RUNNING else "WARNING")
         code = int(args.fn(args))
     except Exit as e:
         if e.message:
@@ -799,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as e:  # the last resort: still no traceback for the user
-        if os.environ.get("DUNE_LEDGER_DEBUG"):
+        if debug:
             raise
         print(f"{PROG}: unexpected error: {type(e).__name__}: {first_line(e)}. "
               "Run again with DUNE_LEDGER_DEBUG=1 to see where, and report it.",

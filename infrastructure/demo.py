@@ -23,10 +23,13 @@ from dune_ledger.application.rooms import RoomsApp
 DEMO_URL = "sqlite:///dune-ledger-demo.db"
 
 
+# The layouts of examples/, shipped as package data of `dune_ledger.examples`.
+EXAMPLES = resources.files("dune_ledger.examples")
+
+
 def example(name: str) -> dict[str, Any]:
-    """A layout of examples/, shipped in the package as `dune_ledger/examples`."""
-    text = resources.files("dune_ledger").joinpath("examples", f"{name}.json").read_text()
-    layout: dict[str, Any] = orjson.loads(text)
+    """A layout of examples/ by its name (`box`)."""
+    layout: dict[str, Any] = orjson.loads(EXAMPLES.joinpath(f"{name}.json").read_bytes())
     return layout
 
 

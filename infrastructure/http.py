@@ -15,7 +15,6 @@ the same message the CLI gives, never the framework's 422.
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -31,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.domain.game import AnyCommand, Layout, LayoutError, Rejection, describe_errors
 from dune_ledger.infrastructure import http_models as m
-from dune_ledger.infrastructure import observability
+from dune_ledger.infrastructure import observability, settings
 from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.http_auth import (
     OPERATOR,
@@ -108,21 +107,15 @@ def body(schema: dict[str, Any], examples: dict[str, Any]) -> dict[str, Any]:
         "schema": schema, "examples": examples}}}}
 
 
-def cors_origins() -> list[str]:
-    raw = os.environ.get("DUNE_LEDGER_CORS_ORIGINS", "")
-    return [o.strip() for o in raw.split(",") if o.strip()]
-
-
 def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
                admin_token: str | None = None) -> FastAPI:
     """The API over `rooms` (or a factory called at startup, closed at shutdown).
 
-    `admin_token` guards the operator routes; None reads `DUNE_LEDGER_ADMIN_TOKEN`.
+    `admin_token` guards the operator routes; None: the settings' DUNE_LEDGER_ADMIN_TOKEN.
     An empty one leaves them open (`serve` then listens on loopback only), though a
     seat token on an operator route is still 403.
     """
-    token = os.environ.get("DUNE_LEDGER_ADMIN_TOKEN", "") if admin_token is None \
-        else admin_token
+    token = settings.current().admin_token if admin_token is None else admin_token
 
     def start(opened: RoomsApp) -> None:
         api.state.served = Served(opened, opened.seats, token)
@@ -145,10 +138,10 @@ def create_app(rooms: RoomsApp | Callable[[], RoomsApp], *,
     api.state.streams = Streams()
     if isinstance(rooms, RoomsApp):
         start(rooms)
-    origins = cors_origins()
+    origins = settings.current().cors_origins
     if origins:
         api.add_middleware(
-            CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
+            CORSMiddleware, allow_origins=list(origins), allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "If-None-Match", "Last-Event-ID"],
             expose_headers=["ETag", "Retry-After"])
 
@@ -355,7 +348,7 @@ def app_from_env() -> FastAPI:
     from dune_ledger.infrastructure.storage import open_rooms
 
     # A worker process of its own: its logs as the CLI's `serve` would set them.
-    observability.configure_logging(default_level="INFO")
+    observability.configure_logging(settings.current(), default_level="INFO")
     return create_app(lambda: open_rooms(None))
 
 
@@ -372,7 +365,7 @@ def check_host(host: str) -> None:
                 from None
         addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found]
     loopback = all(a.is_loopback for a in addresses) or host in LOOPBACK_NAMES
-    if not loopback and not os.environ.get("DUNE_LEDGER_ADMIN_TOKEN"):
+    if not loopback and not settings.current().admin_token:
         raise UsageError(f"refusing to listen on {host} while DUNE_LEDGER_ADMIN_TOKEN is "
                          "unset: set it, or listen on 127.0.0.1")
 
@@ -408,7 +401,8 @@ def serve(url: str | None, host: str, port: int, workers: int = 1, *,
     where = observability.redact_url(url) if url else "the default URL"
     # A dead store answers 503 within 2 s: a pooled connection is waited for, and a
     # new one connected, for at most a second (unless the operator chose otherwise).
-    os.environ.setdefault("DUNE_LEDGER_PG_CONNECT_TIMEOUT", "1")
+    if not settings.given("pg_connect_timeout"):
+        settings.change(pg_connect_timeout=1)
     try:
         rooms = open_rooms(url)
     except UsageError as e:
@@ -429,7 +423,7 @@ def serve(url: str | None, host: str, port: int, workers: int = 1, *,
         if workers > 1:
             rooms.close()
             if url:
-                os.environ["DUNE_LEDGER_DB"] = url
+                settings.change(db=url)  # the workers open the store from their settings
             uvicorn.run("dune_ledger.infrastructure.http:app_from_env", factory=True, host=host,
                         port=port, workers=workers)
             return

@@ -265,7 +265,11 @@ async def room_operator(room: str, request: Request, served: ServedApp) -> None:
 async def reader_or_operator(room: str, request: Request, served: ServedApp) -> None:
     """A seat, the spectator or the operator (an ended room's transcript). A token of the
     room is checked first; any other is a guess at the operator token, limited as on the
-    operator routes (429 before the comparison)."""
+    operator routes (429 before the comparison). Without an operator token (which `serve`
+    allows on loopback only) the operator routes are open, and so is this one to a
+    request that sends no token: the host page's download."""
+    if not served.admin_token and "authorization" not in request.headers:
+        return
     token = bearer(request)
     if await served.bounded(served.tokens.seat_of, room, token) is not None:
         return

@@ -188,6 +188,8 @@ class SeatView(PublicView):
 class LogEntry(Open):
     seq: int
     version: int
+    append: int = Field(description="the version of the first event of its append: the "
+                        "entries of one command share it")
     type: str
     text: str
 
@@ -206,9 +208,12 @@ class AuditReport(Open):
 
 
 class LastCommand(BaseModel):
+    """The room's last append made by a command (a token reissue is none)."""
+
     at: str
-    seat: str
-    event: str
+    seat: str = Field(description="the seat that sent it, or `system` (a deadline, the end)")
+    event: str = Field(description="the type of its first event")
+    text: str = Field(description="its first event in words, as the public log says it")
 
 
 class RoomSummary(BaseModel):

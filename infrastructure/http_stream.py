@@ -26,13 +26,8 @@ from dune_ledger.infrastructure.http_auth import (
     token_of,
 )
 from dune_ledger.infrastructure.http_errors import ERRORS, Refused
-from dune_ledger.infrastructure.watch import (
-    PUBLIC,
-    RoomWatch,
-    Watched,
-    canonical,
-    configured_streams_per_client,
-)
+from dune_ledger.infrastructure.settings import current
+from dune_ledger.infrastructure.watch import PUBLIC, RoomWatch, Watched, canonical
 
 KEEPALIVE = 15  # seconds between the stream's keep-alive comments
 STREAMS_PER_TOKEN = 8  # INTERFACE: at most 8 open streams a token, 429 beyond
@@ -45,7 +40,7 @@ class Streams:
     def __init__(self) -> None:
         self.by_token: Counter[str] = Counter()
         self.by_client: Counter[str] = Counter()
-        self.per_client = configured_streams_per_client()
+        self.per_client = current().streams_per_client
         self.watching: RoomWatch | None = None
         self.starting = asyncio.Lock()
 

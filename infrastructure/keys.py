@@ -35,10 +35,10 @@ from eventsourcing.cryptography import AESCipher
 from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
+from dune_ledger.infrastructure import settings
 from dune_ledger.infrastructure.errors import UsageError
 
-KEY_FILE_ENV = "DUNE_LEDGER_KEY_FILE"
-DEFAULT_KEY_FILE = "dune-ledger.key"
+KEY_FILE_ENV = settings.variable("key_file")
 CIPHER_TOPIC = "eventsourcing.cryptography:AESCipher"
 FORMAT = 1
 
@@ -48,7 +48,7 @@ class KeyFileError(UsageError):
 
 
 def key_path(path: str | os.PathLike[str] | None = None) -> Path:
-    return Path(path or os.environ.get(KEY_FILE_ENV) or DEFAULT_KEY_FILE)
+    return Path(path or settings.current().key_file)
 
 
 def b64(data: bytes) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
 import sys
 import weakref
@@ -38,10 +37,7 @@ import orjson
 from prometheus_client import Counter, Gauge, Histogram
 
 from dune_ledger.application.rooms import RoomsApp
-
-FORMAT_ENV = "DUNE_LEDGER_LOG_FORMAT"
-LEVEL_ENV = "DUNE_LEDGER_LOG_LEVEL"
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+from dune_ledger.infrastructure.settings import Settings
 
 log = logging.getLogger("dune_ledger")
 command_log = logging.getLogger("dune_ledger.command")
@@ -126,20 +122,6 @@ def install_access_log_filter() -> None:
         access.addFilter(AccessLogRedaction())
 
 
-def configured_format() -> str:
-    raw = os.environ.get(FORMAT_ENV, "").strip().lower() or "text"
-    if raw not in ("text", "json"):
-        raise ValueError(f"{FORMAT_ENV} must be text or json, not {raw!r}")
-    return raw
-
-
-def configured_level(default: str = "INFO") -> int:
-    raw = os.environ.get(LEVEL_ENV, "").strip().upper() or default
-    if raw not in LEVELS:
-        raise ValueError(f"{LEVEL_ENV} must be one of {', '.join(LEVELS)}, not {raw!r}")
-    return int(getattr(logging, raw))
-
-
 class JSONFormatter(logging.Formatter):
     """One JSON object a line: time, level, logger, message and the record's fields."""
 
@@ -178,20 +160,16 @@ class StderrHandler(logging.Handler):
             self.handleError(record)
 
 
-def configure_logging(stream: Any = None, default_level: str = "INFO") -> None:
-    """Send the `dune_ledger` loggers to stderr, as the settings say (`default_level`
-    when DUNE_LEDGER_LOG_LEVEL is unset: the CLI's one-shot commands log only
-    warnings, the server and the worker every command). A bad setting falls back to
-    the default here; `cli.check_settings` reports it."""
-    try:
-        fmt, level = configured_format(), configured_level(default_level)
-    except ValueError:
-        fmt, level = "text", int(getattr(logging, default_level))
+def configure_logging(settings: Settings, stream: Any = None,
+                      default_level: str = "INFO") -> None:
+    """Send the `dune_ledger` loggers to stderr (or `stream`), as the settings say
+    (`default_level` when DUNE_LEDGER_LOG_LEVEL is unset: the CLI's one-shot commands
+    log only warnings, the server and the worker every command)."""
     handler: logging.Handler = (logging.StreamHandler(stream) if stream is not None
                                 else StderrHandler())
-    handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
+    handler.setFormatter(JSONFormatter() if settings.log_format == "json" else TextFormatter())
     log.handlers[:] = [handler]
-    log.setLevel(level)
+    log.setLevel(settings.log_level or default_level)
     log.propagate = False
     LAG.set_function(projection_lag)
 

@@ -15,7 +15,6 @@ access log.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +22,27 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from dune_ledger.domain.game import FACTION_NAMES
+from dune_ledger.domain.game import PAGE_WORDS
+from dune_ledger.infrastructure.demo import EXAMPLES
+from dune_ledger.infrastructure.settings import current
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
-FACTIONS_JSON = json.dumps(FACTION_NAMES)  # the game's names, one source for every page
+WORDS_JSON = json.dumps(PAGE_WORDS)  # the game's names (domain/words.py) for every page
 
 # The only files /static/page/ serves: no directory is exposed.
 STATIC = {"common.js": "text/javascript", "page.js": "text/javascript",
-          "host.js": "text/javascript", "page.css": "text/css"}
-# The layouts the host page offers to start from: `dune_ledger/examples`, a link to the
-# checkout's examples/.
-EXAMPLES = HERE.parent / "examples"
+          "host.js": "text/javascript", "page.css": "text/css", "icon.svg": "image/svg+xml"}
 
 
 def examples() -> dict[str, Any]:
+    """The layouts the host page offers to start from: the demo's, by name."""
     found: dict[str, Any] = {}
-    for path in sorted(EXAMPLES.glob("*.json")) if EXAMPLES.is_dir() else []:
+    for item in sorted(EXAMPLES.iterdir(), key=lambda item: item.name):
+        if not item.name.endswith(".json"):
+            continue
         try:
-            found[path.stem] = json.loads(path.read_text())
+            found[item.name.removesuffix(".json")] = json.loads(item.read_text())
         except (OSError, ValueError):
             continue  # an example that does not read is not offered
     return found
@@ -49,8 +50,7 @@ def examples() -> dict[str, Any]:
 
 def frame_ancestors() -> str:
     """Who may embed the page in a frame: the page's own origin and the API's CORS origins."""
-    extra = os.environ.get("DUNE_LEDGER_CORS_ORIGINS", "").replace(",", " ").split()
-    return " ".join(["'self'", *extra])
+    return " ".join(["'self'", *current().cors_origins])
 
 
 def security_headers() -> dict[str, str]:
@@ -90,13 +90,13 @@ def page(request: Request, template: str, context: dict[str, Any]) -> Response:
 # Pages, not part of the API: the OpenAPI document describes the JSON routes they use.
 @router.get("/play/{room}", response_class=HTMLResponse, include_in_schema=False)
 async def play(room: str, request: Request) -> Response:
-    return page(request, "play.html", {"room": room, "mode": "play", "factions": FACTIONS_JSON,
+    return page(request, "play.html", {"room": room, "mode": "play", "words": WORDS_JSON,
                                        **PAGES["play"]})
 
 
 @router.get("/watch/{room}", response_class=HTMLResponse, include_in_schema=False)
 async def watch(room: str, request: Request) -> Response:
-    return page(request, "play.html", {"room": room, "mode": "watch", "factions": FACTIONS_JSON,
+    return page(request, "play.html", {"room": room, "mode": "watch", "words": WORDS_JSON,
                                        **PAGES["watch"]})
 
 
@@ -104,7 +104,7 @@ async def watch(room: str, request: Request) -> Response:
 # reissue). It holds no room data: the browser asks for it with the operator token.
 @router.get("/host", response_class=HTMLResponse, include_in_schema=False)
 async def host(request: Request) -> Response:
-    return page(request, "host.html", {"factions": FACTIONS_JSON,
+    return page(request, "host.html", {"words": WORDS_JSON,
                                        "examples": list(examples())})
 
 

@@ -55,7 +55,6 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from dune_ledger.application.rooms import AppendRetried
-from dune_ledger.infrastructure.errors import UsageError
 
 T = TypeVar("T")
 MAX_PARAMETERS = 65535  # PostgreSQL's limit on one statement's parameters
@@ -65,8 +64,6 @@ PREPARED_UP_TO = 16
 # seconds apart (the library's retry of its statements).
 APPEND_ATTEMPTS, APPEND_RETRY_WAIT = 10, 0.2
 RECONNECT_TIMEOUT = 2.0  # seconds the pool retries a lost connection before it gives up
-# Seconds a statement of the store may run (DUNE_LEDGER_PG_STATEMENT_TIMEOUT; 0: none).
-STATEMENT_TIMEOUT = "30"
 # A notification id is the appending transaction's id shifted left by ID_SHIFT bits
 # plus the event's place in that transaction: ids rise in transaction-id order, and
 # 2**ID_SHIFT events fit one transaction (PostgreSQL's 64-bit transaction ids stay
@@ -867,13 +864,9 @@ class RoomsPostgresFactory(PostgresFactory):
                                                    or 5))
             kwargs.update(parse_qsl(self.env.get("DUNE_LEDGER_PG_LIBPQ") or "",
                                     keep_blank_values=True))
-            seconds = (self.env.get("DUNE_LEDGER_PG_STATEMENT_TIMEOUT") or "").strip() or \
-                STATEMENT_TIMEOUT
-            if not seconds.isdigit():
-
-                raise UsageError("DUNE_LEDGER_PG_STATEMENT_TIMEOUT must be a whole number of "
-                                 f"seconds, not '{seconds}'")
-            if int(seconds) > 0:
+            # The settings' statement timeout, as storage.environment passes it (0: none).
+            seconds = int(self.env.get("DUNE_LEDGER_PG_STATEMENT_TIMEOUT") or 0)
+            if seconds > 0:
                 kwargs["options"] = " ".join(
                     filter(None, [kwargs.get("options"), f"-c statement_timeout={seconds}s"]))
         if not self.datastore.pre_ping:  # the library's pre-ping is a check of its own
@@ -891,12 +884,7 @@ class RoomsPostgresFactory(PostgresFactory):
             # Off unless asked for: on this project's machine (2 cores, CPU-bound) it
             # measured 0.80 and 0.83 of one transaction a command at 32 clients
             # (scripts/bench_group_commit.py, docs/benchmarks.md).
-            grouped = (self.env.get("DUNE_LEDGER_PG_GROUP_COMMIT") or "no").strip().lower()
-            if grouped not in ("yes", "no", "1", "0"):
-
-                raise UsageError("DUNE_LEDGER_PG_GROUP_COMMIT must be yes or no, "
-                                 f"not '{grouped}'")
-            if grouped in ("no", "0"):
+            if self.env.get("DUNE_LEDGER_PG_GROUP_COMMIT") != "yes":  # storage.environment's
                 recorder.group = None
         return recorder
 

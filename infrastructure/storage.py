@@ -28,9 +28,8 @@ from dune_ledger.domain.game import EVENT_TYPES
 from dune_ledger.infrastructure import observability, randomness
 from dune_ledger.infrastructure.errors import StoreUnavailable, UsageError
 from dune_ledger.infrastructure.keys import Keys
+from dune_ledger.infrastructure.settings import OUR_RECORDER, PREFIX, Settings, current
 from dune_ledger.projections import open_read_models
-
-DEFAULT_URL = "sqlite:///dune-ledger.db"
 
 
 class OrjsonTranscoder(Transcoder):
@@ -168,44 +167,30 @@ class RoomMapper(Mapper[UUID]):
         return type(e).__name__
 
 
-# PostgreSQL pool and timeouts: our variable -> (the library's key, default). Integers.
-PG_SETTINGS = {
-    # connections each process keeps open, and how many more it may open under load
-    "DUNE_LEDGER_PG_POOL_SIZE": ("POSTGRES_POOL_SIZE", "2"),
-    "DUNE_LEDGER_PG_MAX_OVERFLOW": ("POSTGRES_MAX_OVERFLOW", "8"),
-    # seconds to connect (libpq's connect_timeout, per host; at least 2), or to wait
-    # for a free pooled connection
-    "DUNE_LEDGER_PG_CONNECT_TIMEOUT": ("POSTGRES_CONNECT_TIMEOUT", "5"),
-    # seconds a write waits for the events table lock before it fails (0: forever)
-    "DUNE_LEDGER_PG_LOCK_TIMEOUT": ("POSTGRES_LOCK_TIMEOUT", "10"),
-    # seconds the server lets a connection sit idle inside a transaction
-    "DUNE_LEDGER_PG_IDLE_TIMEOUT": ("POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT", "5"),
-    # requests that may queue for a connection before failing at once (0: no bound)
-    "DUNE_LEDGER_PG_MAX_WAITING": ("POSTGRES_MAX_WAITING", "0"),
-}
-
-
-def postgres_pool_settings() -> dict[str, str]:
+def postgres_settings(settings: Settings) -> dict[str, str]:
+    """The PostgreSQL pool and timeouts: the library's keys, and the two the factory
+    (infrastructure/postgres.py `RoomsPostgresFactory`) reads."""
     # Pinging every borrowed connection costs a round trip per query (a fifth of a
     # command); without it a connection the server dropped fails once, the pool
     # discards it and the library retries the statement on a fresh one.
-    pre_ping = os.environ.get("DUNE_LEDGER_PG_PRE_PING", "").strip().lower()
-    if pre_ping not in ("", "0", "1", "no", "yes"):
-        raise UsageError(f"DUNE_LEDGER_PG_PRE_PING must be yes or no, not '{pre_ping}'")
-    env = {"POSTGRES_PRE_PING": "y" if pre_ping in ("1", "yes") else "n"}
-    for ours, (theirs, default) in PG_SETTINGS.items():
-        value = os.environ.get(ours, "").strip() or default
-        if not value.isdigit():
-            raise UsageError(f"{ours} must be a whole number, not '{value}'")
-        env[theirs] = value
-    if int(env["POSTGRES_POOL_SIZE"]) < 1:
-        raise UsageError("DUNE_LEDGER_PG_POOL_SIZE must be at least 1")
-    return env
+    return {
+        "POSTGRES_PRE_PING": "y" if settings.pg_pre_ping else "n",
+        "POSTGRES_POOL_SIZE": str(settings.pg_pool_size),
+        "POSTGRES_MAX_OVERFLOW": str(settings.pg_max_overflow),
+        "POSTGRES_CONNECT_TIMEOUT": str(settings.pg_connect_timeout),
+        "POSTGRES_LOCK_TIMEOUT": str(settings.pg_lock_timeout),
+        "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": str(settings.pg_idle_timeout),
+        "POSTGRES_MAX_WAITING": str(settings.pg_max_waiting),
+        STATEMENT_TIMEOUT_ENV: str(settings.pg_statement_timeout),
+        GROUP_COMMIT_ENV: "yes" if settings.pg_group_commit else "no",
+    }
 
 
 # The PostgreSQL factory: the library's, with the URL's query parameters for libpq.
 POSTGRES_FACTORY = "dune_ledger.infrastructure.postgres:RoomsPostgresFactory"
 LIBPQ_ENV = "DUNE_LEDGER_PG_LIBPQ"  # the URL's query, as libpq keywords (urlencoded)
+STATEMENT_TIMEOUT_ENV = "DUNE_LEDGER_PG_STATEMENT_TIMEOUT"  # seconds; 0: no bound
+GROUP_COMMIT_ENV = "DUNE_LEDGER_PG_GROUP_COMMIT"  # yes or no
 URL_KEYWORDS = ("dbname", "host", "port", "user", "password")  # the URL itself names them
 
 
@@ -281,8 +266,10 @@ def first_use_lock(env: dict[str, str]) -> Iterator[None]:
         yield  # closing the connection releases the lock
 
 
-def environment(url: str) -> dict[str, str]:
-    """The eventsourcing environment for a storage URL."""
+def environment(url: str, settings: Settings | None = None) -> dict[str, str]:
+    """The eventsourcing environment for a storage URL (and the process's settings, unless
+    others are given)."""
+    settings = settings or current()
     env = {
         "MAPPER_TOPIC": "dune_ledger.infrastructure.storage:RoomMapper",
         "TRANSCODER_TOPIC": "dune_ledger.infrastructure.storage:OrjsonTranscoder",
@@ -299,7 +286,7 @@ def environment(url: str) -> dict[str, str]:
         env["PERSISTENCE_MODULE"] = "eventsourcing.sqlite"
         env["APPLICATION_RECORDER_TOPIC"] = "dune_ledger.infrastructure.sqlite:RoomsSQLiteRecorder"
         env["SQLITE_DBNAME"] = path
-        env["SQLITE_LOCK_TIMEOUT"] = os.environ.get("DUNE_LEDGER_SQLITE_LOCK_TIMEOUT", "10")
+        env["SQLITE_LOCK_TIMEOUT"] = str(settings.sqlite_lock_timeout)
     elif parsed.scheme in ("postgresql", "postgres"):
         hosts, ports = postgres_hosts(url, parsed.netloc)
         if not hosts or not parsed.path.strip("/"):
@@ -308,14 +295,13 @@ def environment(url: str) -> dict[str, str]:
         env[LIBPQ_ENV] = urlencode(libpq_options(parsed.query))
         # The library's own variable, when set, names another recorder (benchmarks
         # compare locking schemes with it); it must be a RoomsRecorder or the library's.
-        env["APPLICATION_RECORDER_TOPIC"] = (os.environ.get("APPLICATION_RECORDER_TOPIC")
-                                             or "dune_ledger.infrastructure.postgres:RoomsRecorder")
+        env["APPLICATION_RECORDER_TOPIC"] = settings.recorder_topic or OUR_RECORDER
         env["POSTGRES_DBNAME"] = parsed.path.strip("/")
         env["POSTGRES_HOST"] = hosts
         env["POSTGRES_PORT"] = ports
         env["POSTGRES_USER"] = unquote(parsed.username or "postgres")
         env["POSTGRES_PASSWORD"] = unquote(parsed.password or "")
-        env.update(postgres_pool_settings())
+        env.update(postgres_settings(settings))
     else:
         raise UsageError(
             f"unknown storage URL '{url}': use sqlite:///PATH, postgresql://... or memory://"
@@ -323,29 +309,37 @@ def environment(url: str) -> dict[str, str]:
     return env
 
 
-def open_rooms(url: str | None = None, *, randomness_factory: RandomnessFactory | None = None,
+def open_rooms(url: str | None = None, *, settings: Settings | None = None,
+               randomness_factory: RandomnessFactory | None = None,
                key_file: str | None = None, **extra_env: str) -> RoomsApp:
-    """The rooms application on the storage of `url`, signing with the key file
-    (`key_file`, else $DUNE_LEDGER_KEY_FILE, else `dune-ledger.key`: created on the
-    first write when missing) and, when it holds a cipher key, encrypting at rest."""
-    url = url or os.environ.get("DUNE_LEDGER_DB") or DEFAULT_URL
-    env = environment(url)
-    keys = Keys(key_file)  # a key file that cannot be read or made: a UsageError
+    """The rooms application on the storage of `url` (else the settings' DUNE_LEDGER_DB),
+    signing with the key file (`key_file`, else the settings' DUNE_LEDGER_KEY_FILE:
+    created on the first write when missing) and, when it holds a cipher key, encrypting
+    at rest. `settings`: the process's unless given; `extra_env`: the library's own."""
+    settings = settings or current()
+    ours = sorted(name for name in extra_env if name.startswith(PREFIX))
+    if ours:
+        raise TypeError(f"{', '.join(ours)}: our settings are given as settings=Settings(...)")
+    url = url or settings.db
+    env = environment(url, settings)
+    keys = Keys(key_file or settings.key_file)  # cannot be read or made: a UsageError
     env.update(keys.cipher_env())
     env.update(extra_env)
     if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
         private_files(env["SQLITE_DBNAME"])
     with first_use_lock(env):
-        app = RoomsApp(env, randomness=randomness_factory or randomness.for_room, signer=keys)
+        app = RoomsApp(env, randomness=randomness_factory or randomness.for_room, signer=keys,
+                       snapshot_interval=settings.snapshot_interval,
+                       room_cache=settings.room_cache)
         observability.observe(app)
         # The read models live in the same database as the events (projections/).
-        app.read_models = open_read_models(app)
+        app.read_models = open_read_models(app, settings.projection_cache)
         if env.get("PERSISTENCE_MODULE") != "eventsourcing.popo":
             # The tables exist by now: a process that opens them again creates nothing.
             # It runs one query at a time (a part of an audit): one connection to start
             # with, not a pool's worth, since opening them delays its part.
-            app.reopen = partial(open_rooms, url, randomness_factory=randomness_factory,
-                                 key_file=key_file,
+            app.reopen = partial(open_rooms, url, settings=settings,
+                                 randomness_factory=randomness_factory, key_file=key_file,
                                  **{**extra_env, "CREATE_TABLE": "no",
                                     "POSTGRES_POOL_SIZE": "1"})
         return app

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -35,8 +34,6 @@ log = logging.getLogger("dune_ledger.watch")
 POLL = 0.05  # seconds between looks at the log where nothing wakes us (SQLite, memory)
 PG_FALLBACK = 1.0  # seconds a PostgreSQL follower waits for a NOTIFY before it looks anyway
 BATCH = 1_000
-STREAMS_PER_CLIENT_ENV = "DUNE_LEDGER_STREAMS_PER_CLIENT"
-STREAMS_PER_CLIENT = 64  # the default bound of open streams per client address
 
 
 @dataclass
@@ -216,21 +213,9 @@ class PgWake:
             break
 
 
-def configured_streams_per_client() -> int:
-    """DUNE_LEDGER_STREAMS_PER_CLIENT: open streams one client address may hold in one
-    process (default 64). ValueError for anything but a whole number of at least 1."""
-    raw = os.environ.get(STREAMS_PER_CLIENT_ENV, "").strip()
-    if not raw:
-        return STREAMS_PER_CLIENT
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{STREAMS_PER_CLIENT_ENV} must be a whole number, at least 1, "
-                         f"not '{raw}'")
-    return int(raw)
-
-
 def canonical(room: str) -> str:
     """The room id as the store keys it (a UUID in its canonical spelling)."""
     return str(room_uuid(room))
 
 
-__all__ = ["PUBLIC", "RoomWatch", "Watched", "canonical", "configured_streams_per_client"]
+__all__ = ["PUBLIC", "RoomWatch", "Watched", "canonical"]

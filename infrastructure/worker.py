@@ -43,6 +43,7 @@ from typing import Any
 from dune_ledger.application import autopilot
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.infrastructure.observability import first_line
+from dune_ledger.infrastructure.settings import current
 from dune_ledger.projections.follow import can_subscribe, subscription_runner
 from dune_ledger.projections.read_models import ReadModels
 
@@ -67,9 +68,14 @@ def close_deadlines(app: RoomsApp, now: datetime | None = None) -> int:
     return closed
 
 
+def play_autopilots(app: RoomsApp) -> int:
+    """The autopilot seats' moves, at the settings' DUNE_LEDGER_AUTOPILOT_PACE."""
+    return autopilot.tick(app, pace=current().autopilot_pace)
+
+
 # The per-tick callables every worker runs after the read models caught up: deadlines
 # first, so that an autopilot answers only windows still open.
-TICKS: list[Tick] = [close_deadlines, autopilot.tick]
+TICKS: list[Tick] = [close_deadlines, play_autopilots]
 
 
 class Worker:

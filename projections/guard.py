@@ -105,5 +105,6 @@ def withheld_view(state: RoomState, seat: str | None) -> dict[str, Any]:
 
 
 def withheld_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"seq": entry["seq"], "version": entry["version"], "type": entry["type"],
+    return {"seq": entry["seq"], "version": entry["version"], "append": entry["append"],
+            "type": entry["type"],
             "text": "(withheld: this entry would have shown hidden cards)"}

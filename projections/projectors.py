@@ -256,39 +256,41 @@ class RoomStates:
 def public_entry_text(seq: int, rec: Recorded, state: RoomState) -> str | None:
     """The stored JSON of `rec`'s public log entry number `seq` (None: `rec` is not
     public), checked by the guard against `state`, the room just after `rec`."""
-    fact, version = rec.fact, rec.originator_version
+    fact = rec.fact
     shape = entry_shape(fact)
     if shape is None:
         return None
     if shape is UNSHAPED:
-        entry = public_entry(seq, version, fact)
+        entry = public_entry(seq, rec.originator_version, fact, rec.append)
         if entry is None:
             return None
         text, named = dumps(entry), None
     else:
-        head, middle, tail, named = shape
-        text = f'{head}"seq":{seq}{middle}"version":{version}{tail}'
+        to_append, to_seq, to_version, tail, named = shape
+        text = f"{to_append}{rec.append}{to_seq}{seq}{to_version}{rec.originator_version}{tail}"
     if guard.public_leaks(state, text, fact, named):
-        entry = public_entry(seq, version, fact)
+        entry = public_entry(seq, rec.originator_version, fact, rec.append)
         assert entry is not None  # it made `text`
         text = dumps(guard.withheld_entry(entry))
     return text
 
 
 # An entry's text is a function of its event's type and field values, except for its
-# `seq` and `version` numbers: it is rendered once per shape, and the cards it names
-# (numbers name none) scanned once. A replay renders an entry for every event; most
-# repeat ("emperor drew a card"). Bounded (a shape holds about 800 bytes, and search
-# ids make new shapes all the time), and cleared whole when full.
-EntryShape = tuple[str, str, str, frozenset[str]]  # text before seq, between, after version
-UNSHAPED: EntryShape = ("", "", "", frozenset())  # render this event's entry every time
+# numbers (NUMBERS): it is rendered once per shape, and the cards it names (numbers
+# name none) scanned once. A replay renders an entry for every event; most repeat
+# ("Emperor drew a card"). Bounded (a shape holds about 800 bytes, and search ids make
+# new shapes all the time), and cleared whole when full.
+NUMBERS = ("append", "seq", "version")  # an entry's numbers, in the order keys sort
+# The text up to each number (its key included) and after the last; the cards it names.
+EntryShape = tuple[str, str, str, str, frozenset[str]]
+UNSHAPED: EntryShape = ("", "", "", "", frozenset())  # render this event's entry every time
 ENTRY_SHAPES: dict[tuple[Any, ...], EntryShape | None] = {}
 ENTRY_SHAPES_LIMIT = 4_096
 
 
 def entry_shape(fact: Any) -> EntryShape | None:
     """`fact`'s entry around its numbers, None if it makes no entry, or UNSHAPED: an
-    event with a list or dict field, or whose fields name `seq` or `version`."""
+    event with a list or dict field, or whose fields name one of the NUMBERS."""
     values = tuple(fact.__dict__.values())
     kind = type(fact)
     try:
@@ -303,20 +305,22 @@ def entry_shape(fact: Any) -> EntryShape | None:
     fields = fact.public()
     if fields is None:
         shape: EntryShape | None = None
-    elif "seq" in fields or "version" in fields:
+    elif any(name in fields for name in NUMBERS):
         shape = UNSHAPED
     else:
-        text = dumps(public_entry(0, 0, fact))
-        # Sorted keys put seq before version; each found once (a quote inside a string
-        # is escaped) is the key itself, and the text splits around it exactly.
-        seq, version = '"seq":0', '"version":0'
-        if text.count(seq) != 1 or text.count(version) != 1 or \
-                text.index(seq) > text.index(version):
+        text = dumps(public_entry(0, 0, fact, 0))
+        # Sorted keys put the numbers in NUMBERS' order; each found once (a quote inside
+        # a string is escaped) is the key itself, and the text splits around it exactly.
+        marks = [f'"{name}":' for name in NUMBERS]
+        places = [text.find(mark + "0") for mark in marks]
+        if any(text.count(mark + "0") != 1 for mark in marks) or places != sorted(places):
             shape = UNSHAPED
         else:
-            head, rest = text.split(seq)
-            middle, tail = rest.split(version)
-            shape = (head, middle, tail, frozenset(guard.card_ids(text)))
+            to_append, rest = text.split(marks[0] + "0")
+            to_seq, rest = rest.split(marks[1] + "0")
+            to_version, tail = rest.split(marks[2] + "0")
+            shape = (to_append + marks[0], to_seq + marks[1], to_version + marks[2], tail,
+                     frozenset(guard.card_ids(text)))
     if len(ENTRY_SHAPES) >= ENTRY_SHAPES_LIMIT:
         ENTRY_SHAPES.clear()
     ENTRY_SHAPES[key] = shape

@@ -11,7 +11,6 @@ own writes. `rebuild` drops every row and projects the whole log again.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -40,7 +39,6 @@ log = logging.getLogger("dune_ledger.read_models")
 # Room states each projector keeps in memory (least recently used first out); an
 # evicted room is read back from its projection's room table, so the bound costs a
 # query, never a replay.
-CACHE_ENV = "DUNE_LEDGER_PROJECTION_CACHE"
 DEFAULT_CACHE = 256
 Progress = Callable[[int, int], None]  # (applied so far, notifications to apply)
 # Views behind the log are looked at this many times, this many seconds apart, before
@@ -52,13 +50,13 @@ Later = Callable[[int, int], list[Recorded]]  # a room's events after one versio
 
 class ReadModels:
     def __init__(self, recorder: Any, mapper: Any, store: Store, *, batch: int = BATCH,
-                 cache_size: int | None = None) -> None:
+                 cache_size: int = DEFAULT_CACHE) -> None:
         self.recorder = recorder
         self.mapper = mapper
         self.store = store
         self.batch = batch
-        size = configured_cache() if cache_size is None else cache_size
-        self.projectors: list[Projector] = [PublicLog(store, size), SeatViews(store, size)]
+        self.projectors: list[Projector] = [PublicLog(store, cache_size),
+                                            SeatViews(store, cache_size)]
         self.lock = threading.RLock()
 
     # --- following the log -------------------------------------------------------------
@@ -368,16 +366,6 @@ def _parsed(text: str | None) -> Any:
     return None if text is None else orjson.loads(text)
 
 
-def configured_cache() -> int:
-    raw = os.environ.get(CACHE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_CACHE
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{CACHE_ENV} must be a whole number of rooms (at least 1), "
-                         f"not {raw!r}")
-    return int(raw)
-
-
 def projected(records: list[Recorded]) -> ReadModels:
     """The projectors' own rebuild of `records` into an empty memory store."""
     models = ReadModels(None, None, MemoryStore())
@@ -543,8 +531,9 @@ class PartRows(RoomRows):
         return verdict
 
 
-def open_read_models(app: Any) -> ReadModels:
-    """The read models next to an application's events, in the same database."""
+def open_read_models(app: Any, cache_size: int = DEFAULT_CACHE) -> ReadModels:
+    """The read models next to an application's events, in the same database, each
+    projector keeping at most `cache_size` room states in memory."""
     recorder = app.recorder
     module = app.env.get("PERSISTENCE_MODULE")
     create = strtobool(app.env.get("CREATE_TABLE") or "yes")  # the library's setting
@@ -561,7 +550,7 @@ def open_read_models(app: Any) -> ReadModels:
         store = PostgresStore(recorder.datastore, create, cipher, key)
     else:
         store = MemoryStore()
-    models = ReadModels(recorder, app.mapper, store)
+    models = ReadModels(recorder, app.mapper, store, cache_size=cache_size)
     if store.rebuilt_from is not None:
         rebuild_after_upgrade(models, store.rebuilt_from)
     return models

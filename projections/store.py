@@ -90,7 +90,8 @@ AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
 # The read models' schema: bump it when their tables or what a projector writes change.
 # 2: the views of issue 17 (a gift offer is a response window; deadlines; actions).
 # 3: every row carries its tag under the row key (issue 24: read models are never trusted).
-READ_MODEL_VERSION = 3
+# 4: a public log entry carries its append's first version (`append`); the log reworded.
+READ_MODEL_VERSION = 4
 TABLES = ("dl_projection_tracking", "dl_public_log", "dl_seat_views", *ROOMS.values(),
           "dl_autopilot_rooms", "dl_token_rooms")
 

@@ -65,6 +65,7 @@ from typing import Any
 import eventsourcing
 
 import dune_ledger
+from scripts.package import folders, modules
 
 PACKAGE = "dune_ledger"
 LONG = 80  # lines: the issue counts the production functions over this
@@ -80,34 +81,12 @@ def repository() -> Path:
     return Path(dune_ledger.__file__).resolve().parent.parent
 
 
-def package_roots() -> dict[str, Path]:
-    """Each package folder (resolved: the layers are links) by its module name."""
-    roots = {PACKAGE: Path(dune_ledger.__file__).resolve().parent}
-    for sub in pkgutil.iter_modules(dune_ledger.__path__):
-        if sub.ispkg:
-            roots[f"{PACKAGE}.{sub.name}"] = (roots[PACKAGE] / sub.name).resolve()
-    return roots
-
-
-def modules() -> dict[str, Path]:
-    """Every module of the package, by its dotted name."""
-    found: dict[str, Path] = {}
-    for name, root in package_roots().items():
-        paths = root.glob("*.py") if name == PACKAGE else root.rglob("*.py")
-        for path in paths:
-            parts = [*name.split("."), *path.relative_to(root).with_suffix("").parts]
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
-
-
 @cache
 def project_file(filename: str) -> str | None:
     """`filename` relative to the repository (`domain/rules.py`), or None outside the
     package."""
     path = Path(filename).resolve()
-    if not any(path.is_relative_to(root) for root in package_roots().values()):
+    if not any(path.is_relative_to(root) for root in folders().values()):
         return None
     return path.relative_to(repository()).as_posix()
 

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
-ADMIN_URL = os.environ.get("DUNE_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+# The maintenance URL (README "Configuration": the tests' own setting, not the engine's).
+DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+ADMIN_URL = os.environ.get("DUNE_LEDGER_TEST_PG", DEFAULT_ADMIN_URL)
 
 
 @contextmanager

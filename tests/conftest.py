@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dune_ledger.infrastructure import settings
 from scripts.throwaway import ADMIN_URL
 from tests.support import database
 
@@ -24,6 +25,13 @@ from tests.support import database
 # another key file names it.
 KEY_DIR = tempfile.mkdtemp(prefix="dl-test-keys-")
 os.environ.setdefault("DUNE_LEDGER_KEY_FILE", str(Path(KEY_DIR) / "dune-ledger.key"))
+
+
+@pytest.fixture(autouse=True)
+def settings_of_this_test() -> None:
+    """The process's settings are read once (infrastructure/settings.py); each test reads
+    them anew, from the environment it sets up (monkeypatch) before it opens anything."""
+    settings.current.cache_clear()
 
 
 @pytest.fixture(scope="session")

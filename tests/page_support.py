@@ -119,6 +119,28 @@ class Server:
         return r.json()
 
 
+def command(server: Server, room: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One command sent as a seat, through HTTP; it must be answered (accepted or not)."""
+    r = httpx.post(f"{server.base}/rooms/{room}/commands", json=body,
+                   headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+def pass_window(server: Server, room: str, tokens: dict[str, str]) -> dict[str, Any]:
+    """Every seat the open response window waits for passes, through HTTP; the window."""
+    any_token = next(iter(tokens.values()))
+    window: dict[str, Any] = server.get(f"/rooms/{room}/public", any_token)["response"]
+    assert window is not None and window["waiting"], window
+    for faction in window["waiting"]:
+        view = server.get(f"/rooms/{room}/view", tokens[faction])
+        passing = next(a for a in view["actions"]
+                       if a["type"] == "respond" and a["action"] == "pass")
+        assert command(server, room, tokens[faction], passing)["ok"]
+    return window
+
+
 class Seat:
     """One player's page, in a browser context of its own."""
 
@@ -150,7 +172,7 @@ class Seat:
         self.page.wait_for_function(
             "v => Number(document.getElementById('table').dataset.version) >= v", arg=version)
         self.page.wait_for_function(
-            "n => document.querySelectorAll('#log-body li').length >= n",
+            "n => document.querySelectorAll('#log-body [data-seq]').length >= n",
             arg=len(self.server.get(f"/rooms/{self.room}/log", self.token)))
 
     def button(self, name: str) -> Any:
@@ -191,6 +213,36 @@ def mentions(text: str, card_id: str) -> bool:
 
 WIDTHS = (280, 900, 1400)
 
+
+def columns(page: Page, selector: str) -> int:
+    """How many columns the elements `selector` finds are laid out in."""
+    lefts = page.eval_on_selector_all(
+        selector, "els => els.map(e => Math.round(e.getBoundingClientRect().left))")
+    return len(set(lefts))
+
+
+# The public log as the page draws it: one item per command (its `append`), each line
+# with its number as shown and whether that number lies whole inside the log's box.
+LOG_GROUPS = """() => {
+  const list = document.getElementById('log-body').getBoundingClientRect();
+  return Array.from(document.querySelectorAll('#log-body > li'), (group) => ({
+    append: Number(group.dataset.append),
+    lines: Array.from(group.querySelectorAll('[data-seq]'), (line) => {
+      const number = line.querySelector('.seq');
+      const box = number.getBoundingClientRect();
+      return { seq: Number(line.dataset.seq), number: number.textContent,
+               text: line.lastElementChild.textContent,
+               whole: box.left >= list.left && box.right <= list.right
+                 && number.scrollWidth <= number.clientWidth };
+    }),
+  }));
+}"""
+
+
+def log_groups(page: Page) -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = page.evaluate(LOG_GROUPS)
+    return groups
+
 # Every element the Tab key reaches, in document order, with its box on the screen.
 TABBABLE = """() => Array.from(document.querySelectorAll(
     'a[href], button, input, select, textarea, summary, [tabindex]'))
@@ -214,11 +266,51 @@ def out_of_order(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return bad
 
 
+# What a player never reads: an id of the rules (a faction or a card as the rules write
+# it, a window kind, an event's type), a "(s)" plural, or the old jargon.
+JARGON = re.compile(
+    r"\b(?:atreides|harkonnen|emperor|fremen|guild|bene_gesserit|ixians|tleilaxu|choam|"
+    r"richese|ecaz|moritani)\b|\b[a-z]+_[a-z_]+\b|\b[a-z]+-\d+\b|\(s\)|"
+    r"\b[A-Z][a-z]+[A-Z][A-Za-z]+\b|played by hand|\(finish\)|system:")
+
+# The text a player reads, outside ids, tokens and hex values (which are shown as they
+# are and may break anywhere), and the words in it drawn across two lines.
+READ = """() => {
+  const skip = '.room, .invite, .mono, code, pre, input, textarea, select, script, style';
+  const text = [];
+  const broken = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (!el || el.closest(skip) || !el.getClientRects().length) continue;
+    text.push(node.data);
+    for (const m of node.data.matchAll(/[^\\s\\-/]+/g)) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const tops = new Set(Array.from(range.getClientRects(), (r) => Math.round(r.top)));
+      if (tops.size > 1) broken.push(m[0]);
+    }
+  }
+  return { text: text.join(' '), broken };
+}"""
+
+
+def check_words(page: Any, where: Any) -> None:
+    """The page reads in the game's words, and no word is split across two lines."""
+    read = page.evaluate(READ)
+    jargon = [m.group(0) for m in JARGON.finditer(read["text"])]
+    assert jargon == [], (where, jargon)
+    assert read["broken"] == [], (where, read["broken"])
+
+
 def check_state(page: Any, width: int, journey: str, step: str) -> None:
-    """One screen state: no sideways scroll, Tab order as drawn, no axe violation."""
+    """One screen state: no sideways scroll, Tab order as drawn, no axe violation, the
+    game's words and no word split across lines."""
     axe_api = pytest.importorskip("axe_playwright_python.sync_playwright")
     scroll = page.evaluate("() => document.documentElement.scrollWidth")
     assert scroll <= width, (journey, step, width, scroll)
+    check_words(page, (journey, step, width))
     stops = page.evaluate(TABBABLE)
     assert stops, (journey, step)
     assert out_of_order(stops) == [], (journey, step, width)
@@ -228,6 +320,29 @@ def check_state(page: Any, width: int, journey: str, step: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"table-{journey}-{step}-{width}px.png"),
                     full_page=True)
+
+
+def at_each_width(page: Any, journey: str, step: str) -> None:
+    """`check_state` at 280, 900 and 1400 px, then back to 1280."""
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        check_state(page, width, journey, step)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def asks_once(page: Page, scope: str, press: str, yes: str, no: str, journey: str,
+              step: str) -> str:
+    """Press `press` in `scope` (a selector), a choice that asks once: the focus goes to
+    `yes`, the state is checked at each width, then `no` puts the focus back on `press`.
+    Returns what the question said; whether anything was sent is the caller's check."""
+    within = page.locator(scope)
+    within.get_by_role("button", name=press, exact=True).click()
+    page.wait_for_function("t => document.activeElement.textContent === t", arg=yes)
+    says = str(within.locator(".confirm .says").inner_text())
+    at_each_width(page, journey, step)
+    within.get_by_role("button", name=no, exact=True).click()
+    page.wait_for_function("t => document.activeElement.textContent === t", arg=press)
+    return says
 
 
 class Watcher:

@@ -18,6 +18,7 @@ import pytest
 
 from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import long_room, tamper
 
@@ -25,8 +26,8 @@ from tests.support import long_room, tamper
 @contextmanager
 def two_apps(url: str) -> Iterator[tuple[RoomsApp, RoomsApp]]:
     """An auditor and a player's process, on the same storage."""
-    auditor = open_rooms(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="20")
-    player = open_rooms(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="20")
+    auditor = open_rooms(url, settings=Settings(snapshot_interval=20))
+    player = open_rooms(url, settings=Settings(snapshot_interval=20))
     try:
         yield auditor, player
     finally:

@@ -18,15 +18,16 @@ import pytest
 
 from dune_ledger.application.audit import audit_in_parts, audit_room
 from dune_ledger.application.rooms import RoomsApp
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import PART_MIN, layout, long_room, room_key, stored, tables, tamper
 
-INTERVAL = "20"  # a snapshot every 20 events: parts may start at any of them
+INTERVAL = 20  # a snapshot every 20 events: parts may start at any of them
 
 
 @contextmanager
 def opened(url: str) -> Iterator[RoomsApp]:
-    app = open_rooms(url, DUNE_LEDGER_SNAPSHOT_INTERVAL=INTERVAL)
+    app = open_rooms(url, settings=Settings(snapshot_interval=INTERVAL))
     try:
         yield app
     finally:
@@ -329,10 +330,11 @@ CHILD = """
 import sys, time
 from uuid import UUID
 from dune_ledger.application.audit import audit_in_parts
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import long_room
 
-app = open_rooms(sys.argv[1], DUNE_LEDGER_SNAPSHOT_INTERVAL="20")
+app = open_rooms(sys.argv[1], settings=Settings(snapshot_interval=20))
 room = long_room(app)
 assert audit_in_parts(app, UUID(room), 2, 40) is not None
 print(*[w.process.pid for w in app.part_processes.running], flush=True)

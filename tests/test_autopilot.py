@@ -17,6 +17,7 @@ from dune_ledger.application.audit import audit_room
 from dune_ledger.domain import views
 from dune_ledger.domain.responses import KINDS, WindowKind, register
 from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.worker import play_autopilots
 from tests.rules_support import BOX, layout, open_search, state_of
 
 PILE = ["baliset", "karama-2", "shield-1", "maula-pistol", "lasgun"]
@@ -178,14 +179,12 @@ def test_pacing_waits_for_the_last_event_to_age(tmp_path):
         assert autopilot.tick(rooms, pace=10, now=last + timedelta(seconds=11)) == 1
 
 
-def test_the_pace_is_configurable(monkeypatch):
-    monkeypatch.setenv(autopilot.PACE_ENV, "0.5")
-    assert autopilot.configured_pace() == 0.5
-    monkeypatch.delenv(autopilot.PACE_ENV)
-    assert autopilot.configured_pace() == autopilot.DEFAULT_PACE
-    monkeypatch.setenv(autopilot.PACE_ENV, "soon")
-    with pytest.raises(ValueError):
-        autopilot.configured_pace()
+@pytest.mark.parametrize(("pace", "acted"), [("3600", 0), ("0", 1)])
+def test_the_worker_plays_at_the_pace_the_settings_give(monkeypatch, tmp_path, pace, acted):
+    monkeypatch.setenv("DUNE_LEDGER_AUTOPILOT_PACE", pace)
+    with open_rooms(url(tmp_path)) as rooms:
+        searching_room(rooms, "hard")
+        assert play_autopilots(rooms) == acted
 
 
 def semuta_room(rooms, profile: str, card: str) -> str:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from dune_ledger.application import autopilot
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
-from dune_ledger.projections.read_models import CACHE_ENV, DEFAULT_CACHE, ReadModels
+from dune_ledger.projections.read_models import DEFAULT_CACHE, ReadModels
 from tests.rules_support import BOX, layout
 from tests.support import everything, example, fresh, play
 
@@ -145,15 +146,12 @@ def test_evicted_rooms_resume_exactly_from_their_stored_state(tmp_path, storage)
         assert everything(small, made) == fresh(rooms, made)
 
 
-def test_the_cache_bound_is_configurable(monkeypatch, tmp_path):
-    with open_rooms("memory://") as rooms:
-        assert all(p.states.size == DEFAULT_CACHE for p in rooms.read_models.projectors)
-    monkeypatch.setenv(CACHE_ENV, "7")
+def test_the_cache_bound_is_the_settings(monkeypatch):
+    monkeypatch.setenv("DUNE_LEDGER_PROJECTION_CACHE", "7")
     with open_rooms("memory://") as rooms:
         assert all(p.states.size == 7 for p in rooms.read_models.projectors)
-    monkeypatch.setenv(CACHE_ENV, "none")
-    with pytest.raises(ValueError, match=CACHE_ENV):
-        open_rooms("memory://")
+    with open_rooms("memory://", settings=Settings(projection_cache=DEFAULT_CACHE)) as rooms:
+        assert all(p.states.size == DEFAULT_CACHE for p in rooms.read_models.projectors)
 
 
 def test_the_index_on_postgresql(pg_url):

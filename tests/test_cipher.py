@@ -16,6 +16,7 @@ from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.domain.catalog import CARDS
 from dune_ledger.infrastructure.keys import Keys
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import example, tables
 
@@ -25,8 +26,8 @@ BOX = "nullentropy-box"
 
 
 @contextmanager
-def opened(url: str, key_file: Path, **env: str) -> Iterator[RoomsApp]:
-    app = open_rooms(url, key_file=str(key_file), **env)
+def opened(url: str, key_file: Path, settings: Settings | None = None) -> Iterator[RoomsApp]:
+    app = open_rooms(url, key_file=str(key_file), settings=settings)
     try:
         yield app
     finally:
@@ -92,7 +93,7 @@ def test_the_store_names_no_hidden_card_with_a_cipher_key(url: str, tmp_path: Pa
                                                           cipher: bool) -> None:
     key = tmp_path / "server.key"
     Keys(key).create(cipher=cipher, announce=False)
-    with opened(url, key, DUNE_LEDGER_SNAPSHOT_INTERVAL="3") as app:
+    with opened(url, key, settings=Settings(snapshot_interval=3)) as app:
         room = searched(app)
         hidden = hidden_cards(app, room)
         assert len(hidden) > 10

@@ -280,12 +280,33 @@ def test_export_then_import_through_the_cli(cli: Cli):
      "APPLICATION_RECORDER_TOPIC"),
     ("DUNE_LEDGER_LOG_FORMAT", "xml", "DUNE_LEDGER_LOG_FORMAT"),
     ("DUNE_LEDGER_LOG_LEVEL", "loud", "DUNE_LEDGER_LOG_LEVEL"),
+    # PostgreSQL's, refused at start whatever the store (here SQLite)
+    ("DUNE_LEDGER_PG_STATEMENT_TIMEOUT", "long", "DUNE_LEDGER_PG_STATEMENT_TIMEOUT"),
+    ("DUNE_LEDGER_PG_GROUP_COMMIT", "sometimes", "must be yes or no"),
+    ("DUNE_LEDGER_AUTOPILOT_PACE", "-1", "at least 0"),
+    ("DUNE_LEDGER_DEBUG", "please", "DUNE_LEDGER_DEBUG"),
 ])
 def test_a_bad_setting_is_a_usage_error(cli: Cli, monkeypatch, name, value, needle):
     monkeypatch.setenv(name, value)
     done = cli("room", "log", "no-room")
     no_traceback(done)
     assert done.returncode == 2 and needle in done.stderr and "unset it" in done.stderr
+
+
+def test_every_bad_setting_is_named_at_once(cli: Cli, monkeypatch):
+    from dune_ledger.infrastructure.settings import Settings, variable
+
+    bad = {int: "lots", float: "soon", bool: "maybe"}
+    named = [variable(name) for name, field in Settings.model_fields.items()
+             if field.annotation in bad]
+    for name, field in Settings.model_fields.items():
+        if field.annotation in bad:
+            monkeypatch.setenv(variable(name), bad[field.annotation])
+    done = cli("catalog")
+    no_traceback(done)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert sorted(part.split(" must be ")[0] for part in line.split("; ")) == sorted(named)
 
 
 def test_a_layout_that_is_not_utf8_is_a_usage_error(cli: Cli):

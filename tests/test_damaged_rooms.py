@@ -18,6 +18,7 @@ from dune_ledger.application.stream import Room
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.rules import initial_state
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.worker import Worker
 from tests.support import drawn, example, opened, room_key, stored, tables, tamper, update
 
@@ -75,11 +76,11 @@ def test_a_damaged_room_is_refused_reported_and_fenced_off(url: str, kind: str) 
     damage, version, words = DAMAGE[kind]
     # A load reads the latest snapshot and the events after it: the damage is put where
     # a load reads (an event's after the snapshot at 50; the snapshot, taken at 4).
-    interval = "4" if "snapshot" in kind else "50"
-    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL=interval) as app:
+    interval = 4 if "snapshot" in kind else 50
+    with opened(url, settings=Settings(snapshot_interval=interval)) as app:
         room, other = drawn(app), drawn(app)
         damage(url, app, room)
-    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL=interval) as app:  # nothing kept
+    with opened(url, settings=Settings(snapshot_interval=interval)) as app:  # nothing kept
         for _ in range(2):  # on every command, not once
             result = app.execute(room, "emperor", {"type": "draw"})
             assert not result["ok"] and result["error"]["code"] == "room_damaged", result
@@ -106,10 +107,10 @@ def test_damage_behind_the_latest_snapshot_is_the_audits_to_find(url: str) -> No
     """The signed snapshot stands for the events before it (its head hash commits to
     them): commands go on from the state the server signed, and the audit, which
     replays every event, reports the edit with its version."""
-    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+    with opened(url, settings=Settings(snapshot_interval=4)) as app:
         room = drawn(app)
         not_json(url, app, room)
-    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+    with opened(url, settings=Settings(snapshot_interval=4)) as app:
         assert app.execute(room, "emperor", {"type": "draw"})["ok"]
         report = audit_room(app, room)
         (detail,) = report["checks"]["chain_intact"]["details"]
@@ -161,7 +162,7 @@ def test_a_bank_beyond_64_bits_is_answered_as_applied_and_audited(url: str) -> N
     """A Bank of 2^64 - 1 and a Box fee: the state no longer encodes. The command that
     made it, crossing a snapshot, is answered as applied (the snapshot is skipped), and
     `audit --all` reports every room."""
-    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="2") as app:
+    with opened(url, settings=Settings(snapshot_interval=2)) as app:
         other = drawn(app)
         room = str(hostile_room(app, bank=2**64 - 1).id)
         begun = app.execute(room, "richese", {"type": "begin_search", "card": "nullentropy-box"})

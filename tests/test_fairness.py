@@ -553,6 +553,32 @@ def test_http_ends_a_room_once_and_serves_its_transcript_to_its_tokens(tmp_path)
         assert verify(texts[0], key_of_file(key))["ok"]
 
 
+def test_without_an_operator_token_the_transcript_needs_no_token_but_a_wrong_one_counts(
+        tmp_path):
+    """On loopback without DUNE_LEDGER_ADMIN_TOKEN the operator routes are open: the host
+    page downloads an ended room's transcript sending no token. A token that is wrong is
+    refused and counted, as on every token route."""
+    from fastapi.testclient import TestClient
+
+    from dune_ledger.infrastructure.http import create_app
+    from dune_ledger.infrastructure.http_auth import WRONG_LIMIT
+
+    key = tmp_path / "server.key"
+    init_key_file(key)
+    with open_rooms(f"sqlite:///{tmp_path / 'open.db'}", key_file=str(key)) as app, \
+            TestClient(create_app(app, admin_token="")) as client:
+        room = client.post("/rooms", json=committed_layout()).json()["room"]
+        early = client.get(f"/rooms/{room}/transcript")
+        assert early.status_code == 409 and early.json()["error"]["code"] == "room_not_ended"
+        assert client.post(f"/rooms/{room}/end").status_code == 200
+        answer = client.get(f"/rooms/{room}/transcript")
+        assert answer.status_code == 200 and verify(answer.content, key_of_file(key))["ok"]
+        wrong = {"Authorization": "Bearer not-a-token"}
+        codes = [client.get(f"/rooms/{room}/transcript", headers=wrong).status_code
+                 for _ in range(WRONG_LIMIT + 1)]
+        assert codes[0] == 401 and codes[-1] == 429
+
+
 def key_of_file(key: Path) -> Any:
     return public_key(public_key_info(key)["public_key"])
 

@@ -74,7 +74,7 @@ class ShapeProbe(Event):
 
 def rendered_every_time(seq: int, rec: Recorded, state: RoomState) -> str | None:
     """The log entry as the projector made it before entry shapes were kept."""
-    entry = views.public_entry(seq, rec.originator_version, rec.fact)
+    entry = views.public_entry(seq, rec.originator_version, rec.fact, rec.append)
     if entry is None:
         return None
     text = dumps(entry)

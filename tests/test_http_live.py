@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.infrastructure import http_errors
+from dune_ledger.infrastructure import http_errors, settings
 from dune_ledger.infrastructure.http import create_app
 from dune_ledger.infrastructure.http_auth import WRONG_LIMIT
 from tests.support import ADMIN, assert_error, auth, authenticate, create
@@ -95,6 +95,14 @@ def test_the_operator_lists_the_rooms(client: TestClient) -> None:
     (entry,) = [r for r in listed.json() if r["room"] == room["room"]]
     assert entry["seats"] == ["richese", "emperor", "harkonnen"] and entry["version"] >= 2
     assert entry["created"] and entry["last_command"]["seat"] == "emperor"
+    assert entry["last_command"]["text"] == "Emperor drew a card"
+    # A new seat token is no command: the last command stays what it was.
+    reissued = client.post(f"/rooms/{room['room']}/seats/richese/token", headers=auth(ADMIN))
+    assert reissued.status_code == 201
+    (after,) = [r for r in client.get("/rooms", headers=auth(ADMIN)).json()
+                if r["room"] == room["room"]]
+    assert after["version"] == entry["version"] + 1
+    assert after["last_command"] == entry["last_command"]
     assert_error(client.get("/rooms"), 401)
     assert_error(client.get("/rooms", headers=auth(token)), 401)
 
@@ -168,6 +176,7 @@ def test_cors_only_from_the_configured_origins(rooms: RoomsApp,
         r = off.options("/rooms/x/view", headers=preflight)
         assert "access-control-allow-origin" not in r.headers
     monkeypatch.setenv("DUNE_LEDGER_CORS_ORIGINS", "https://table.example")
+    settings.current.cache_clear()  # read anew, as a process started now would
     with TestClient(create_app(rooms, admin_token=ADMIN)) as on:
         r = on.options("/rooms/x/view", headers=preflight)
         assert r.status_code == 200

@@ -22,6 +22,7 @@ from dune_ledger.application.rooms import RoomsApp, token_hash
 from dune_ledger.application.stream import APPEND, Recorded, chain_hash
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.infrastructure.keys import Keys, public_key_info
+from dune_ledger.infrastructure.settings import Settings
 from tests.support import authenticate, layout, opened, room_key, tables, tamper
 
 
@@ -164,7 +165,7 @@ def test_a_seat_token_hash_replaced_is_found(url: str) -> None:
 
 
 def test_a_forged_snapshot_is_found(url: str) -> None:
-    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="2") as app:
+    with opened(url, settings=Settings(snapshot_interval=2)) as app:
         room, _ = played(app)
         _, snapshots = tables(app)
         assert app.snapshots is not None
@@ -305,7 +306,7 @@ def test_a_past_view_between_snapshots_is_checked_against_its_appends_signature(
         url: str) -> None:
     """An edit between two snapshots, its hashes recomputed up to the next snapshot
     only, leaves every current load whole: `room at` a version inside it is refused."""
-    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+    with opened(url, settings=Settings(snapshot_interval=4)) as app:
         room = app.create_room(layout())["room"]
         for i in range(4):
             seat = ("emperor", "harkonnen")[i % 2]
@@ -326,7 +327,7 @@ def test_a_past_view_between_snapshots_is_checked_against_its_appends_signature(
                    app.mapper.seal(rec.stored_form()),  # type: ignore[attr-defined]
                    room_key(url, room), rec.originator_version)
             prev = rec.hash()
-    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+    with opened(url, settings=Settings(snapshot_interval=4)) as app:
         assert app.load(room).version == 9  # the latest snapshot and what follows: honest
         for version in (5, 6, 7):
             with pytest.raises(Rejection) as refused:

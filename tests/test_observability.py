@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY, generate_latest
 from dune_ledger.application.audit import audit_room
 from dune_ledger.domain.catalog import room_cards
 from dune_ledger.infrastructure import observability
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 
@@ -40,7 +41,7 @@ def sample(name: str, **labels: str) -> float:
 def logged(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
     monkeypatch.setenv("DUNE_LEDGER_LOG_FORMAT", "json")
     out = io.StringIO()
-    observability.configure_logging(out, default_level="INFO")
+    observability.configure_logging(Settings(), out, default_level="INFO")
     return out
 
 
@@ -68,19 +69,19 @@ def test_one_json_line_per_command_with_no_card_id(logged: io.StringIO, tmp_path
 def test_text_logs_and_levels(monkeypatch: pytest.MonkeyPatch):
     out = io.StringIO()
     monkeypatch.setenv("DUNE_LEDGER_LOG_LEVEL", "warning")
-    observability.configure_logging(out)
+    observability.configure_logging(Settings(), out)
     observability.command_done("r", "emperor", "draw", "ok", 0.001)
     observability.log.warning("something to see")
     assert out.getvalue() == "warning dune_ledger: something to see\n"
     monkeypatch.delenv("DUNE_LEDGER_LOG_LEVEL")
-    observability.configure_logging(out)
+    observability.configure_logging(Settings(), out)
     observability.command_done("r", "emperor", "draw", "ok", 0.001)
     assert "info dune_ledger.command: command room=r seat=emperor type=draw code=ok ms=1.0" \
         in out.getvalue()
 
 
 def test_the_metrics_count_commands_latency_lag_and_audits(tmp_path: Path):
-    observability.configure_logging(io.StringIO())
+    observability.configure_logging(Settings(), io.StringIO())
     before_ok = sample("dune_ledger_commands_total", type="draw", code="ok")
     before_locked = sample("dune_ledger_commands_total", type="draw", code="locked")
     before_latency = sample("dune_ledger_command_seconds_count", type="draw")

@@ -65,6 +65,8 @@ def test_static_files_are_the_two_shipped_and_nothing_else() -> None:
         assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
         assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
         assert "innerHTML" not in js.text  # text is set as text, never parsed as markup
+        icon = client.get("/static/page/icon.svg")  # the favicon every page names
+        assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg")
         for name in ("page.py", "..%2Fpage.py", "%2E%2E%2Fhttp.py", "play.html"):
             assert client.get(f"/static/page/{name}").status_code == 404
 
@@ -82,9 +84,10 @@ def test_table_serves_the_demo_room_and_prints_each_seat_page(tmp_path: Path) ->
             lines.append(line)
             if line.startswith("The tokens are shown once"):
                 break
-        pages = dict(re.findall(r"^\s+(\w+)\s+(http://\S+)$", "".join(lines), re.M))
-        assert set(pages) == {"richese", "emperor", "harkonnen", "atreides"}
-        url, _, token = pages["richese"].partition("#token=")
+        pages = dict(re.findall(r"^  (\S.*?)\s+(http://\S+)$", "".join(lines), re.M))
+        # The faction names as printed, the spectators and the host.
+        assert set(pages) == {"Richese", "Emperor", "Harkonnen", "Atreides", "Spectators", "Host"}
+        url, _, token = pages["Richese"].partition("#token=")
         room = url.rsplit("/", 1)[1]
         for _ in range(400):
             try:
@@ -96,6 +99,12 @@ def test_table_serves_the_demo_room_and_prints_each_seat_page(tmp_path: Path) ->
         view = httpx.get(f"http://127.0.0.1:{port}/rooms/{room}/view",
                          headers={"Authorization": f"Bearer {token}"})
         assert view.status_code == 200 and view.json()["seat"] == "richese"
+        watch, _, spectator = pages["Spectators"].partition("#token=")
+        assert watch == f"http://127.0.0.1:{port}/watch/{room}"
+        public = httpx.get(f"http://127.0.0.1:{port}/rooms/{room}/public",
+                           headers={"Authorization": f"Bearer {spectator}"})
+        assert public.status_code == 200 and "me" not in public.json()
+        assert httpx.get(pages["Host"]).status_code == 200
     finally:
         proc.terminate()
         proc.wait(timeout=10)

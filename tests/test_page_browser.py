@@ -22,9 +22,9 @@ import pytest
 from tests.page_support import (
     BOX_FULL_HAND,
     TRUTH_AND_GIFT,
-    Page,
     Seat,
     Server,
+    columns,
 )
 from tests.support import example
 
@@ -35,12 +35,6 @@ AMBASSADOR_LAYOUT = example("ambassador")
 def server(tmp_path: Path) -> Iterator[Server]:
     with Server(tmp_path / "rooms.db") as s:
         yield s
-
-
-def columns(page: Page, selector: str) -> int:
-    lefts = page.eval_on_selector_all(
-        selector, "els => els.map(e => Math.round(e.getBoundingClientRect().left))")
-    return len(set(lefts))
 
 
 def test_paid_search_owner_and_opponent(browser: Any, server: Server) -> None:
@@ -228,12 +222,12 @@ def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
         atreides = seats["atreides"].page
         form = atreides.locator("form.free", has_text="Enter a territory")
         form.get_by_label("territory").fill("arrakeen")
-        form.get_by_label("via").select_option(label="shipment")
+        form.get_by_label("via").select_option(label="by shipment")
         form.get_by_role("button", name="Send").click()
         ecaz = seats["ecaz"]
         ecaz.page.wait_for_selector("#decision:not([hidden])")
         ecaz.settled()
-        assert ecaz.page.inner_text("#ambassador-stage-name") == "offer"
+        assert ecaz.page.inner_text("#ambassador-stage-name") == "Ecaz may trigger it"
         ecaz.shot("ambassador", "1-offer")
         for seat in seats.values():
             seat.settled()
@@ -241,12 +235,14 @@ def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
 
         ecaz.button("Trigger it for Harkonnen").click()
         ecaz.page.wait_for_function(
-            "() => document.getElementById('ambassador-stage-name').textContent === 'income'")
+            "() => document.getElementById('ambassador-stage-name').textContent"
+            " === \"the Emperor's income\"")
         income = answer_window(seats, server, "ambassador", "2-income", expansions)
         assert income["kind"] == "ambassador_income"
 
         ecaz.page.wait_for_function(
-            "() => document.getElementById('ambassador-stage-name').textContent === 'bonus'")
+            "() => document.getElementById('ambassador-stage-name').textContent"
+            " === 'the Harkonnen bonus card'")
         bonus = answer_window(seats, server, "ambassador", "3-bonus", expansions)
         assert bonus["event"] != income["event"]
 
@@ -258,7 +254,7 @@ def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
             seat.shot("ambassador", "4-done")
         harkonnen = seats["harkonnen"].view()
         assert len(harkonnen["me"]["hand"]) == 8  # six, the bought card and the bonus
-        assert "spice for" in seats["harkonnen"].page.inner_text("#me")
+        assert "for 3 spice" in seats["harkonnen"].page.inner_text("#me")
     finally:
         for seat in seats.values():
             seat.close()
@@ -292,7 +288,9 @@ def test_truthtrance_answer_with_a_promise_and_the_gift_answer(browser: Any,
             assert seat.page.locator("#truthtrance blockquote b").count() == 0
             seat.assert_holds_nothing_hidden(expansions)
         # While the question waits, the Box is blocked and its button says why.
-        assert "truthtrance_pending" in richese.page.inner_text("#box")
+        assert richese.page.inner_text("#box-blocked") == \
+            "Not available: a Truthtrance question must be answered first."
+        assert richese.page.get_attribute("#box-blocked", "data-blocked") == "truthtrance_pending"
         richese.shot("truthtrance", "1-asked")
 
         richese.button("Answer yes and promise the fee of Nullentropy Box").click()
@@ -342,7 +340,7 @@ def test_autopilot_on_with_a_profile_and_off(browser: Any, server: Server) -> No
             "Switch to this profile"
         emperor.page.wait_for_function(
             "() => document.querySelector('[data-seat=harkonnen] .seat-autopilot')"
-            ".textContent === 'autopilot hard'")
+            ".textContent === 'on autopilot (hard)'")
         assert harkonnen.view()["me"]["autopilot"] == "hard"
         harkonnen.shot("autopilot", "1-on")
         harkonnen.button("Turn autopilot off").click()

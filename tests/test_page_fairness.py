@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.page_support import WIDTHS, Seat, Server, Watcher, check_state
+from tests.page_support import Seat, Server, Watcher, at_each_width
 from tests.support import committed_layout
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -62,13 +62,6 @@ def lose_the_first_answer(page: Any, route: str) -> list[dict[str, Any]]:
 
     page.route(route, answer)
     return sent
-
-
-def at_each_width(page: Any, journey: str, step: str) -> None:
-    for width in WIDTHS:
-        page.set_viewport_size({"width": width, "height": 900})
-        check_state(page, width, journey, step)
-    page.set_viewport_size({"width": 1280, "height": 900})
 
 
 def test_seeds_the_end_and_a_transcript_that_verifies(browser: Any, server: Server,

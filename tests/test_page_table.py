@@ -26,6 +26,7 @@ from tests.page_support import (
     Server,
     Watcher,
     check_state,
+    command,
     mentions,
     orjson_text,
 )
@@ -42,14 +43,6 @@ def server(tmp_path: Any) -> Iterator[Server]:
 
 def focused(page: Any) -> str:
     return str(page.evaluate("() => (document.activeElement.textContent || '').trim()"))
-
-
-def command(server: Server, room: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
-    r = httpx.post(f"{server.base}/rooms/{room}/commands", json=body,
-                   headers={"Authorization": f"Bearer {token}"})
-    assert r.status_code == 200, r.text
-    result: dict[str, Any] = r.json()
-    return result
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -284,8 +277,10 @@ def test_the_host_page_creates_a_room_invites_and_reissues(browser: Any,
         assert "Richese" in listed and "Emperor" in listed
         every_width("3-created")
 
-        # A new token for Richese: the old one stops, the new invitation works.
-        page.get_by_role("button", name="New token for Richese").click()
+        # A new token for Richese asks once; then the old one stops, the new invitation
+        # works, and the other seats' invitations stay.
+        page.get_by_role("button", name="New token for Richese…").click()
+        page.get_by_role("button", name="Yes, issue a new token").click()
         page.wait_for_function("() => document.getElementById('invites').textContent"
                                ".includes('no longer works')")
         fresh = page.inner_text("[data-invite=richese] .invite").partition("#token=")[2]
@@ -294,6 +289,8 @@ def test_the_host_page_creates_a_room_invites_and_reissues(browser: Any,
                         headers={"Authorization": f"Bearer {token}"})
         assert old.status_code == 401
         assert server.get(f"/rooms/{room}/view", fresh)["seat"] == "richese"
+        assert page.inner_text("[data-invite=emperor] .invite").startswith(
+            f"{server.base}/play/{room}#token=")
         page.wait_for_function(
             "r => Number(document.querySelector(`[data-room='${r}'] [data-version]`)"
             ".dataset.version) > 1", arg=room)

@@ -23,6 +23,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 
 from dune_ledger.infrastructure.postgres import RoomsRecorder
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import TWO_SEATS, Follower, database, skipped, stored_ids
 
@@ -127,7 +128,7 @@ def test_a_statement_runs_no_longer_than_the_statement_timeout(pg):
     """A long transaction holds every follower back: the store's statements are bounded."""
     import psycopg
 
-    with open_rooms(pg, DUNE_LEDGER_PG_STATEMENT_TIMEOUT="1") as app, \
+    with open_rooms(pg, settings=Settings(pg_statement_timeout=1)) as app, \
             app.recorder.datastore.get_connection() as conn, \
             pytest.raises(psycopg.errors.QueryCanceled):
         conn.execute("SELECT pg_sleep(3)")

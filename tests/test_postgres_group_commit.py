@@ -17,6 +17,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from dune_ledger.application.audit import audit_room
 from dune_ledger.infrastructure.postgres import ID_SHIFT, GroupCommit
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import TWO_SEATS, Follower, database, skipped
 
@@ -33,7 +34,7 @@ def event(room: uuid.UUID, version: int) -> StoredEvent:
 
 
 def test_one_part_that_loses_its_race_leaves_the_others_stored(pg):
-    with open_rooms(pg, DUNE_LEDGER_PG_GROUP_COMMIT="yes") as app:
+    with open_rooms(pg, settings=Settings(pg_group_commit=True)) as app:
         a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
         app.recorder.append_alone([event(b, 1)])
         stored = app.recorder.append_parts([[event(a, 1)], [event(b, 1), event(b, 2)],
@@ -93,7 +94,7 @@ def test_group_commit_is_off_unless_asked_for(pg):
 
 def test_commands_of_many_threads_in_one_process_are_grouped_and_verify(pg):
     threads, pairs = 8, 6
-    with open_rooms(pg, DUNE_LEDGER_PG_GROUP_COMMIT="yes") as app:
+    with open_rooms(pg, settings=Settings(pg_group_commit=True)) as app:
         rooms = [[app.create_room(TWO_SEATS)["room"] for _ in range(pairs)]
                  for _ in range(threads)]
         follower = Follower(app.recorder)

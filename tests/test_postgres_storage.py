@@ -16,6 +16,7 @@ from dune_ledger.application.stream import project_room
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.infrastructure.errors import UsageError
 from dune_ledger.infrastructure.postgres import prepare_and_run
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import environment, open_rooms
 from tests.support import database, layout
 
@@ -32,7 +33,7 @@ def test_url_and_pool_settings_reach_the_library(monkeypatch: pytest.MonkeyPatch
     assert env["POSTGRES_MAX_OVERFLOW"] == "8"
     assert env["APPLICATION_RECORDER_TOPIC"] == "dune_ledger.infrastructure.postgres:RoomsRecorder"
     monkeypatch.setenv("APPLICATION_RECORDER_TOPIC", "tests.test_pg_lock:UnboundedRecorder")
-    assert environment("postgresql://db/rooms")["APPLICATION_RECORDER_TOPIC"] == (
+    assert environment("postgresql://db/rooms", Settings())["APPLICATION_RECORDER_TOPIC"] == (
         "tests.test_pg_lock:UnboundedRecorder")
 
 
@@ -110,7 +111,7 @@ def test_a_reopened_app_starts_with_one_connection(pg_url: str,
 
 
 def test_long_room_snapshots_load_the_same_state(pg_url: str) -> None:
-    app = open_rooms(pg_url, DUNE_LEDGER_SNAPSHOT_INTERVAL="3")
+    app = open_rooms(pg_url, settings=Settings(snapshot_interval=3))
     try:
         room = app.create_room(layout())["room"]
         uid = UUID(room)

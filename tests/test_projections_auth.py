@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from dune_ledger.application.audit import audit_room
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.infrastructure.http import create_app
+from dune_ledger.infrastructure.settings import Settings
 from tests.support import ADMIN, auth, drawn, layout, opened, room_key, stored, tables, update
 
 
@@ -81,7 +82,7 @@ def test_a_room_folded_in_place_of_a_failed_row_is_walked_by_the_chain(url: str)
     the latest snapshot (which loads never read) is found there, and nothing of the
     edited stream is served."""
     sql = editor(url)
-    with opened(url, DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+    with opened(url, settings=Settings(snapshot_interval=4)) as app:
         room = drawn(app)
         events, _ = tables(app)
         text = stored(url, f"SELECT state FROM {events} WHERE originator_id = ? "

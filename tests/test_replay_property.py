@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from dune_ledger.application.audit import audit_records, audit_room, state_hash
 from dune_ledger.domain.rules import replay
+from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
 from tests.support import layout
 
@@ -40,7 +41,7 @@ def command_for(app, room, seat, action, pick):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=25), seed=st.integers(0, 1000))
 def test_any_sequence_conserves_and_replays(steps, seed):
-    with open_rooms("memory://", DUNE_LEDGER_SNAPSHOT_INTERVAL="4") as app:
+    with open_rooms("memory://", settings=Settings(snapshot_interval=4)) as app:
         raw = layout(seed=seed)
         raw["seats"][0]["spice"] = 7
         room = app.create_room(raw)["room"]

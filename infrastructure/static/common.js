@@ -1,6 +1,7 @@
-// What the seat page and the host page share: building elements, calling the server with
-// a bearer token, sending a command again when its answer was lost, and the error banner.
-// Loaded before either page's own script, it defines `window.duneLedger`.
+// What the seat page and the host page share: the game's words, building elements, a
+// choice that asks once, calling the server with a bearer token, sending a command again
+// when its answer was lost, and the error banner. Loaded before either page's own script,
+// it defines `window.duneLedger`.
 window.duneLedger = (() => {
   'use strict';
 
@@ -20,6 +21,21 @@ window.duneLedger = (() => {
       el.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }
     return el;
+  }
+
+  // The game's words (domain/words.py), which the server writes into the page's
+  // data-words: every name a player reads comes from there.
+  const holder = document.querySelector('[data-words]');
+  const words = JSON.parse((holder && holder.dataset.words) || '{}');
+  const named = (table, id) => (words[table] || {})[id] || String(id).replaceAll('_', ' ');
+  const fname = (f) => named('factions', f);
+  const plural = (n, one, many = one + 's') => `${n} ${n === 1 ? one : many}`;
+
+  // What cannot be taken back (a card spent, a token replaced, a room ended) asks once:
+  // it says what will happen, then offers `yes` and `no`, both buttons the caller made.
+  function confirmation(question, says, yes, no) {
+    return h('div', { class: 'confirm', role: 'group', 'aria-label': question },
+      h('p', { class: 'says', text: says }), h('div', { class: 'row wrap' }, yes, no));
   }
 
   // A request that did not succeed. `status` is 0 when the server did not answer; `code`
@@ -94,5 +110,6 @@ window.duneLedger = (() => {
     $('error').textContent = '';
   }
 
-  return { $, h, reach, read, call, persist, download, showError, clearError };
+  return { $, h, named, fname, plural, confirmation, reach, read, call, persist, download,
+    showError, clearError };
 })();

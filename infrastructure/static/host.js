@@ -1,14 +1,13 @@
-// The host page: the operator's rooms, creating one, each seat's invitation, and a seat
-// token reissued. It calls the operator routes with the operator token (kept in this
-// tab's session storage) and shows what the server answers. Text is set as text.
+// The host page: the operator's rooms, creating one, each seat's invitation, a seat token
+// reissued, a room ended and its transcript. It calls the operator routes with the
+// operator token (kept in this tab's session storage) and shows what the server answers.
+// What cannot be taken back asks once. Text is set as text.
 (() => {
   'use strict';
 
-  const root = document.getElementById('host');
   const KEY = 'dune-ledger:operator';
-  const FACTIONS = JSON.parse(root.dataset.factions || '{}');
-  const fname = (f) => FACTIONS[f] || f;
-  const { $, h, persist, download, showError, clearError } = window.duneLedger;
+  const INVITED = 'dune-ledger:invitations';
+  const { $, h, fname, confirmation, persist, download, showError, clearError } = window.duneLedger;
   let token = sessionStorage.getItem(KEY);
   let timer = null;
   let shown = '';
@@ -17,58 +16,86 @@
 
   const when = (at) => (at && !Number.isNaN(Date.parse(at)) ? new Date(at).toLocaleString() : at || '');
   const invitation = (path, secret) => `${location.origin}${path}#token=${encodeURIComponent(secret)}`;
+  const seatsOf = (seats) => seats.map(fname).join(', ');
 
-  function invite(room, faction, secret) {
-    return h('li', { 'data-invite': faction },
-      h('span', { class: 'faction f-' + faction, text: fname(faction) }), ' ',
-      h('span', { class: 'invite', text: invitation('/play/' + room, secret) }));
+  // The invitations this tab has made, newest room first: {room, seats, tokens: {faction:
+  // token}, spectator, renewed: [faction]}. Kept in the tab's session storage
+  // with the operator token, so that a new token for one seat leaves the others' links.
+  let invited = JSON.parse(sessionStorage.getItem(INVITED) || '[]');
+
+  function keepInvitations() {
+    sessionStorage.setItem(INVITED, JSON.stringify(invited));
+    drawInvitations();
   }
 
-  function showInvites(title, room, seats, spectator) {
-    $('invites-body').replaceChildren(
-      h('h3', { text: title }),
-      h('ul', { class: 'stack' },
-        Object.entries(seats).map(([f, t]) => invite(room, f, t)),
-        spectator ? h('li', { 'data-invite': 'spectator' }, h('strong', { text: 'Spectators' }), ' ',
-          h('span', { class: 'invite', text: invitation('/watch/' + room, spectator) })) : null));
-    $('invites').hidden = false;
-    $('invites-title').focus();
+  function invite(key, who, address, renewed) {
+    return h('li', { 'data-invite': key, class: renewed ? 'renewed' : null },
+      who, renewed ? h('span', { class: 'hint', text: ' new token: the old one no longer works' }) : null,
+      h('span', { class: 'invite', text: address }));
   }
 
-  async function reissue(room, faction) {
+  function drawInvitations() {
+    $('invites').hidden = invited.length === 0;
+    $('invites-body').replaceChildren(...invited.map((r) => h('div', { class: 'invited', 'data-room': r.room },
+      h('h3', { text: seatsOf(r.seats) }),
+      h('p', { class: 'room', text: `Room ${r.room}` }),
+      h('ul', { class: 'stack invites' },
+        // A room this tab did not create holds only the tokens it reissued.
+        r.seats.filter((f) => r.tokens[f]).map((f) => invite(f,
+          h('span', { class: 'faction f-' + f, text: fname(f) }),
+          invitation('/play/' + r.room, r.tokens[f]), r.renewed.includes(f))),
+        r.spectator ? invite('spectator', h('strong', { text: 'Spectators' }),
+          invitation('/watch/' + r.room, r.spectator), false) : null))));
+  }
+
+  // Asks once (`confirming` holds what waits for its answer), then acts.
+  let confirming = null;
+
+  function asking(key, label, says, yes, no, act, cls = 'danger') {
+    if (confirming !== key) {
+      return h('button', { type: 'button', class: cls, 'data-key': key,
+        onclick: () => { confirming = key; redraw(`yes:${key}`); } }, label);
+    }
+    return confirmation(label.replace(/…$/, '?'), says,
+      h('button', { type: 'button', class: 'danger', 'data-key': `yes:${key}`,
+        onclick: (e) => act(e.currentTarget) }, yes),
+      h('button', { type: 'button', 'data-key': `no:${key}`,
+        onclick: () => { confirming = null; redraw(key); } }, no));
+  }
+
+  async function reissue(room, faction, button) {
     clearError();
+    button.disabled = true;
+    let issued;
     try {
-      const issued = await call(`/rooms/${encodeURIComponent(room)}/seats/${encodeURIComponent(faction)}/token`,
+      issued = await call(`/rooms/${encodeURIComponent(room.room)}/seats/${encodeURIComponent(faction)}/token`,
         { method: 'POST' });
-      showInvites(`New invitation for ${fname(faction)} (the old token no longer works)`, room,
-        { [faction]: issued.token }, null);
     } catch (e) {
       showError(e.message);
+      button.disabled = false;
+      return;
     }
+    confirming = null;
+    let kept = invited.find((r) => r.room === room.room);
+    if (!kept) {
+      kept = { room: room.room, seats: room.seats, tokens: {}, spectator: null, renewed: [] };
+      invited.unshift(kept);
+    }
+    kept.tokens[faction] = issued.token;
+    kept.renewed = [...new Set([...kept.renewed, faction])];
+    keepInvitations();
+    redraw();
+    $('invites-title').focus();
   }
 
   // Ending a room asks once. The press keeps one command_id, so a press sent again (an
   // answer lost, a 503) is still one end.
   const ending = new Map(); // room -> its end's command_id, once asked for
-  let confirming = null; // the room whose end waits for its one confirmation
-
-  function endControl(room) {
-    if (confirming !== room) {
-      return h('button', { type: 'button', class: 'danger', 'data-key': `end:${room}`,
-        onclick: () => { confirming = room; redraw(`end-yes:${room}`); } }, 'End room…');
-    }
-    return h('span', { class: 'confirm', role: 'group', 'aria-label': 'End this room?' },
-      h('span', { class: 'hint', text: 'Ending publishes the secret; no command is taken after.' }),
-      h('button', { type: 'button', class: 'danger', 'data-key': `end-yes:${room}`,
-        onclick: (e) => end(room, e.currentTarget) }, 'Yes, end it'),
-      h('button', { type: 'button', 'data-key': `end-no:${room}`,
-        onclick: () => { confirming = null; redraw(`end:${room}`); } }, 'No, keep it running'));
-  }
 
   function redraw(focusKey) {
     shown = '';
     drawRooms(rooms);
-    const again = document.querySelector(`[data-key="${CSS.escape(focusKey)}"]`);
+    const again = focusKey && document.querySelector(`[data-key="${CSS.escape(focusKey)}"]`);
     if (again) again.focus();
   }
 
@@ -87,10 +114,11 @@
     }
     confirming = null;
     await load();
-    const next = document.querySelector(`[data-key="transcript:${CSS.escape(room)}"]`);
+    const next = document.querySelector(`[data-key="${CSS.escape(`transcript:${room}`)}"]`);
     if (next) next.focus();
   }
 
+  // Without an operator token (a server on loopback without one) the download sends none.
   async function downloadTranscript(room, button) {
     clearError();
     button.disabled = true;
@@ -105,6 +133,36 @@
 
   let rooms = [];
 
+  function drawRoom(r) {
+    const last = r.last_command;
+    const kept = invited.find((k) => k.room === r.room);
+    const spectators = kept && kept.spectator ? invitation('/watch/' + r.room, kept.spectator) : null;
+    return h('li', { class: 'panel', 'data-room': r.room },
+      h('h3', {}, h('span', { class: 'title', text: seatsOf(r.seats) }),
+        h('span', { class: 'room', text: `Room ${r.room}` })),
+      h('dl', { class: 'facts' },
+        h('dt', { text: 'Created' }), h('dd', { text: when(r.created) }),
+        h('dt', { text: 'Last move' }), h('dd', { class: 'last-move',
+          text: last ? `${last.text}, ${when(last.at)}` : 'none yet' }),
+        h('dt', { text: 'Version' }), h('dd', { 'data-version': r.version, text: String(r.version) })),
+      h('div', { class: 'row wrap' },
+        spectators ? h('a', { href: spectators, target: '_blank', rel: 'noopener' }, 'Spectator page')
+          : h('span', { class: 'hint', text: 'Spectator page: its address was shown when the room was '
+            + 'created.' }),
+        r.ended ? [h('span', { class: 'notice', 'data-ended': r.ended, text: `Ended at version ${r.ended}` }),
+          h('button', { type: 'button', class: 'primary', 'data-key': `transcript:${r.room}`,
+            onclick: (e) => downloadTranscript(r.room, e.currentTarget) }, 'Download the transcript')]
+          : asking(`end:${r.room}`, 'End room…', 'Ending publishes the secret; no command is taken after.',
+            'Yes, end it', 'No, keep it running', (button) => end(r.room, button))),
+      h('ul', { class: 'seats' }, r.seats.map((f) => h('li', { class: 'seat f-' + f, 'data-seat': f },
+        h('span', { class: 'faction f-' + f, text: fname(f) }),
+        r.ended ? null : asking(`reissue:${r.room}:${f}`, `New token for ${fname(f)}…`,
+          `${fname(f)}'s current token stops working at once, on every page open with it. `
+          + 'The new invitation is shown here, beside the others.',
+          'Yes, issue a new token', 'No, keep the current one', (button) => reissue(r, f, button),
+          null)))));
+  }
+
   function drawRooms(next) {
     rooms = next;
     const text = JSON.stringify(rooms);
@@ -115,26 +173,9 @@
       list.replaceChildren(h('li', { class: 'hint', text: 'No rooms yet.' }));
       return;
     }
-    list.replaceChildren(...rooms.map((r) => {
-      const last = r.last_command;
-      return h('li', { class: 'panel', 'data-room': r.room },
-        h('h3', {}, 'Room ', h('span', { class: 'room', text: r.room })),
-        h('dl', { class: 'facts' },
-          h('dt', { text: 'Version' }), h('dd', { 'data-version': r.version, text: String(r.version) }),
-          h('dt', { text: 'Last command' }), h('dd', {
-            text: last ? `${fname(last.seat)}: ${last.event}, ${when(last.at)}` : 'none yet' }),
-          h('dt', { text: 'Created' }), h('dd', { text: when(r.created) })),
-        h('div', { class: 'row wrap' },
-          h('a', { href: '/watch/' + r.room, text: 'Spectator page' }),
-          r.ended ? [h('span', { class: 'notice', 'data-ended': r.ended, text: `Ended at version ${r.ended}` }),
-            h('button', { type: 'button', 'data-key': `transcript:${r.room}`,
-              onclick: (e) => downloadTranscript(r.room, e.currentTarget) }, 'Download the transcript')]
-            : endControl(r.room)),
-        h('ul', { class: 'seats' }, r.seats.map((f) => h('li', { class: 'seat f-' + f, 'data-seat': f },
-          h('span', { class: 'faction f-' + f, text: fname(f) }),
-          h('button', { type: 'button', 'data-key': `reissue:${r.room}:${f}`,
-            onclick: () => reissue(r.room, f) }, `New token for ${fname(f)}`)))));
-    }));
+    // The newest room first: the one being set up or played tonight.
+    const newest = [...rooms].sort((a, b) => String(b.created).localeCompare(String(a.created)));
+    list.replaceChildren(...newest.map(drawRoom));
   }
 
   async function load() {
@@ -160,6 +201,8 @@
     timer = null;
     token = null;
     sessionStorage.removeItem(KEY);
+    invited = [];
+    sessionStorage.removeItem(INVITED);
     $('desk').hidden = true;
     $('leave').hidden = true;
     $('token-form').hidden = false;
@@ -170,6 +213,7 @@
   async function start() {
     $('token-form').hidden = true;
     if (!(await load())) return;
+    drawInvitations();
     $('desk').hidden = false;
     $('leave').hidden = !token;
     if (!timer) timer = setInterval(load, 2000);
@@ -198,7 +242,10 @@
     try {
       const created = await call('/rooms', { method: 'POST', body: JSON.stringify(layout),
         headers: { 'Content-Type': 'application/json' } });
-      showInvites(`Room ${created.room}`, created.room, created.seats, created.spectator);
+      invited.unshift({ room: created.room, seats: Object.keys(created.seats), tokens: created.seats,
+        spectator: created.spectator, renewed: [] });
+      keepInvitations();
+      $('invites-title').focus();
       await load();
     } catch (err) {
       showError(err.message);

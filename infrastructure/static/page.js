@@ -11,14 +11,10 @@
   const watching = root.dataset.mode === 'watch';
   const KEY = 'dune-ledger:' + (watching ? 'spectator:' : 'token:') + room;
   const base = '/rooms/' + encodeURIComponent(room);
-  // The factions as the game writes them (domain/words.py); each colour is in page.css.
-  const FACTIONS = JSON.parse(root.dataset.factions || '{}');
-  const fname = (f) => FACTIONS[f] || f;
+  const {
+    $, h, named, fname, plural, confirmation, reach, read, persist, download,
+  } = window.duneLedger;
   const who = (f) => (view && f === view.seat ? 'you' : fname(f));
-  const PHASES = { 1: 'Storm', 2: 'Spice Blow and Nexus', 3: 'CHOAM Charity', 4: 'Bidding',
-    5: 'Revival', 6: 'Shipment and Movement', 7: 'Battle', 8: 'Spice Collection',
-    9: 'Mentat Pause' };
-  const PROFILES = ['easy', 'medium', 'hard', 'brutal'];
   const BLOCKED = {
     locked: 'a search is already open',
     insufficient_spice: 'not enough spice for the fee',
@@ -41,9 +37,7 @@
   let countdown = null;
   let stopped = false;
   let unreachable = false; // the banner says the server does not answer
-  const mine = []; // my log: what happened to me, from my own views one after another
-
-  const { $, h, reach, read, persist, download } = window.duneLedger;
+  const mine = []; // my log: what happened to me, one entry per change of my own view
 
   // --- talking to the server -------------------------------------------------
 
@@ -58,6 +52,22 @@
 
   // The token is refused or the room is unknown: asking again will not help.
   const fatal = (e) => e.code !== null && (e.status === 401 || e.status === 404);
+
+  // A refused token, with what to do next. A token that worked until now was replaced:
+  // the host gave the seat a new one.
+  function refusal(e) {
+    if (e.code !== 'unauthorized') return e.message;
+    if (watching) {
+      return `${e.message}. Ask the host for the spectators' invitation, then open it or `
+        + 'paste its token below.';
+    }
+    if (view) {
+      return 'This seat\'s token no longer works: the host gave the seat a new one. Ask the '
+        + 'host for your invitation, then open it or paste its token below.';
+    }
+    return `${e.message}. Ask the host for your invitation, then open it or paste its token `
+      + 'below.';
+  }
 
   function newCommandId() {
     if (window.crypto && crypto.randomUUID) return 'page-' + crypto.randomUUID();
@@ -84,6 +94,7 @@
       const result = await deliver(base + '/commands',
         JSON.stringify({ ...command, command_id: newCommandId() }));
       if (button) nextFocus = true;
+      confirming = null;
       if (view === null || result.version > view.version) await refresh();
       else render();
     } catch (e) {
@@ -101,15 +112,24 @@
     apply(await call(base + (watching ? '/public' : '/view')));
   }
 
+  // The public log: one item per command (the entries of one append, which share its
+  // `append`), its lines in the order they happened, each with its number written out.
   async function loadLog() {
     const entries = await call(base + '/log?after=' + lastSeq);
     const list = $('log-body');
     for (const entry of entries) {
       if (entry.seq <= lastSeq) continue;
       lastSeq = entry.seq;
-      list.append(h('li', { 'data-seq': entry.seq, value: entry.seq }, entry.text));
+      const append = String(entry.append ?? entry.version);
+      let lines = list.lastElementChild;
+      if (!lines || lines.dataset.append !== append) {
+        lines = h('li', { class: 'move', 'data-append': append });
+        list.append(lines);
+      }
+      lines.append(h('p', { class: 'line', 'data-seq': entry.seq },
+        h('span', { class: 'seq', text: String(entry.seq) }), h('span', { text: entry.text })));
     }
-    while (list.children.length > 300) list.firstElementChild.remove();
+    while (list.children.length > 200) list.firstElementChild.remove();
     list.scrollTop = list.scrollHeight;
   }
 
@@ -142,7 +162,7 @@
       retry = 0;
       setStatus('Live');
       if (unreachable) clearError();
-      refresh().catch((e) => (fatal(e) ? stop(e.message) : null));
+      refresh().catch((e) => (fatal(e) ? stop(refusal(e)) : null));
     };
     es.onerror = () => {
       if (es.readyState === EventSource.CLOSED) {
@@ -167,7 +187,7 @@
     try {
       await refresh();
     } catch (e) {
-      if (fatal(e)) return stop(e.message);
+      if (fatal(e)) return stop(refusal(e));
       return reconnectLater();
     }
     retry = 0;
@@ -183,7 +203,7 @@
         await refresh();
         setStatus('Live (reading every 2 s)');
       } catch (e) {
-        if (fatal(e)) stop(e.message);
+        if (fatal(e)) stop(refusal(e));
         else setStatus('Reconnecting…');
       }
     }, 2000);
@@ -202,14 +222,21 @@
     mine.length = 0;
     $('log-body').replaceChildren();
     $('mylog-body').replaceChildren();
+    $('end').hidden = true;
     showError(message);
     showTokenForm();
   }
 
   // --- state on screen -------------------------------------------------------
 
+  let connection = 'Not connected';
+
+  // The status pill says how the page follows the room, or that the room has ended.
   function setStatus(text) {
-    $('status').textContent = text;
+    connection = text;
+    const ended = Boolean(view && view.ended) && text.startsWith('Live');
+    $('status').textContent = ended ? 'Room ended' : text;
+    $('status').classList.toggle('ended', ended);
   }
 
   function showError(message, code) {
@@ -238,22 +265,36 @@
     if (changed) loadLog().catch((e) => showError(e.message));
   }
 
-  // My log: what changed in my own hand and spice between two of my views, in words.
+  // My log: what changed in my own hand and spice between two of my views, as one entry,
+  // its lines in the order such things happen: a purchase (paid, then the card drawn) as
+  // one line, a bonus card, spice paid, cards that left, cards taken, spice received.
   function remember(before, after) {
     const had = new Map(before.me.hand.map((c) => [c.id, c]));
     const has = new Map(after.me.hand.map((c) => [c.id, c]));
+    const taken = new Map([...has].filter(([id]) => !had.has(id)));
+    const gone = [...had.values()].filter((c) => !has.has(c.id));
+    let paid = before.me.spice - after.me.spice;
     const lines = [];
-    for (const [id, c] of has) if (!had.has(id)) lines.push(`You took ${c.name}.`);
-    for (const [id, c] of had) if (!has.has(id)) lines.push(`${c.name} left your hand.`);
-    const paid = before.me.spice - after.me.spice;
-    if (paid > 0) lines.push(`You paid ${paid} spice (${after.me.spice} left).`);
-    if (paid < 0) lines.push(`You received ${-paid} spice (${after.me.spice} now).`);
-    const known = new Set((before.receipts || []).map((r) => r.event));
+    const earlier = new Map((before.receipts || []).map((r) => [r.event, r]));
     for (const r of after.receipts || []) {
-      if (!known.has(r.event)) lines.push(`You bought ${cardName(r.card, after)} for ${r.amount} spice.`);
+      const was = earlier.get(r.event);
+      if (!was) {
+        paid -= r.amount;
+        taken.delete(r.card);
+        lines.push(`You bought ${cardName(r.card, after)} for ${r.amount} spice`
+          + (paid === 0 ? ` (${after.me.spice} left).` : '.'));
+      }
+      if (r.bonus && !(was && was.bonus)) {
+        taken.delete(r.bonus);
+        lines.push(`You drew ${cardName(r.bonus, after)} as your bonus card.`);
+      }
     }
-    for (const text of lines) mine.push({ version: after.version, text });
-    while (mine.length > 200) mine.shift();
+    if (paid > 0) lines.push(`You paid ${paid} spice (${after.me.spice} left).`);
+    for (const c of gone) lines.push(`${c.name} left your hand.`);
+    for (const c of taken.values()) lines.push(`You took ${c.name}.`);
+    if (paid < 0) lines.push(`You received ${-paid} spice (${after.me.spice} now).`);
+    if (lines.length) mine.push({ version: after.version, lines });
+    while (mine.length > 100) mine.shift();
   }
 
   const actions = (type) => (view.actions || []).filter((a) => a.type === type);
@@ -328,8 +369,8 @@
     };
 
     $('where').replaceChildren(...(view.seat ? [faction(view.seat, 'strong'), ' · '] : []),
-      `Turn ${view.turn}, ${PHASES[view.phase] || 'phase ' + view.phase}`,
-      view.ended ? ' · the room has ended' : '');
+      `Turn ${view.turn}, ${named('phases', view.phase)}`);
+    setStatus(connection);
     root.dataset.version = String(view.version);
     $('room-version').textContent = String(view.version);
     $('room-mode').textContent = view.mode;
@@ -345,8 +386,13 @@
     renderAmbassador();
     renderAutopilot(take('set_autopilot'));
     renderFairness(take('seed'));
+    renderEnd();
     renderMore((view.actions || []).filter((a) => !used.has(a.type)));
     renderMine();
+    // The decision column is there only while it holds something: no empty column.
+    const side = document.querySelector('#seat .side');
+    side.hidden = Array.from(side.children).every((panel) => panel.hidden);
+    $('seat').classList.toggle('no-side', side.hidden);
 
     for (const el of document.querySelectorAll('input[data-key], select[data-key]')) {
       if (typed.has(el.dataset.key)) el.value = typed.get(el.dataset.key);
@@ -379,7 +425,8 @@
 
   function renderMine() {
     if (!view.me) return;
-    $('mylog-body').replaceChildren(...mine.map((m) => h('li', { text: m.text })));
+    $('mylog-body').replaceChildren(...mine.map((m) => h('li', { class: 'move' },
+      m.lines.map((text) => h('p', { class: 'line', text })))));
     $('mylog').hidden = mine.length === 0;
   }
 
@@ -387,8 +434,9 @@
     const me = view.me;
     if (!me) return fill('me');
     const receipts = (view.receipts || []).map((r) => h('li', {},
-      `${r.amount} spice for ${cardName(r.card)}`
-      + (r.bonus ? `, and ${cardName(r.bonus)} as a bonus` : '') + ` (${r.stage})`));
+      `${cardName(r.card)} for ${r.amount} spice`
+      + (r.bonus ? `, and ${cardName(r.bonus)} as your bonus card` : '')
+      + (r.stage === 'finish' ? '' : ` (waiting for ${named('stages', r.stage)})`)));
     fill('me',
       h('p', { class: 'banner f-' + me.faction }, faction(me.faction, 'strong'),
         me.ally ? h('span', { class: 'ally' }, ' allied with ', faction(me.ally)) : null),
@@ -397,7 +445,7 @@
         h('dt', { text: 'Reserved' }),
         h('dd', { id: 'my-reserved', text: String(me.reserved) }),
         h('dt', { text: 'Hand' }),
-        h('dd', { text: `${me.hand.length} of ${me.hand_limit} cards` })),
+        h('dd', { text: `${me.hand.length} of ${plural(me.hand_limit, 'card')}` })),
       h('h3', { text: 'My hand' }),
       me.hand.length ? h('ul', { class: 'hand', id: 'my-hand' }, me.hand.map((c) => cardTile(c)))
         : h('p', { class: 'hint', text: 'No cards.' }),
@@ -414,9 +462,10 @@
           here === null ? null : h('span', {
             class: 'presence ' + (here ? 'on' : 'off'), 'data-presence': here ? 'open' : 'closed',
           }, here ? 'at the table' : 'away')),
-        h('span', { class: 'seat-cards', text: `${s.hand_count} card${s.hand_count === 1 ? '' : 's'}` }),
+        h('span', { class: 'seat-cards', text: plural(s.hand_count, 'card') }),
         s.ally ? h('span', { class: 'seat-ally' }, 'ally ', faction(s.ally)) : null,
-        h('span', { class: 'seat-autopilot', text: s.autopilot ? `autopilot ${s.autopilot}` : 'played by hand' }));
+        s.autopilot ? h('span', { class: 'seat-autopilot', text: `on autopilot (${s.autopilot})` })
+          : null);
     })));
   }
 
@@ -456,8 +505,8 @@
           const reason = box.blocked ? (BLOCKED[box.blocked] || box.blocked) : 'not now';
           parts.push(h('button', { type: 'button', disabled: true, 'aria-describedby': 'box-blocked' },
             'Pay 2 spice and search the discard'));
-          parts.push(h('p', { class: 'blocked', id: 'box-blocked' },
-            `Not available: ${reason}` + (box.blocked ? ` (${box.blocked})` : '') + '.'));
+          parts.push(h('p', { class: 'blocked', id: 'box-blocked', 'data-blocked': box.blocked || null },
+            `Not available: ${reason}.`));
         }
       } else {
         parts.push(h('p', { class: 'notice', id: 'search-open' },
@@ -524,7 +573,7 @@
     const karama = respond.filter((a) => a.action === 'karama');
     const names = (list) => list.map(who).join(', ');
     fill('response',
-      h('p', {}, h('strong', { text: w.name || w.kind.replaceAll('_', ' ') }),
+      h('p', {}, h('strong', { text: w.name || named('windows', w.kind) }),
         w.payer ? ` · paid by ${fname(w.payer)}` + (w.amount !== undefined ? ` (${w.amount} spice)` : '')
           : '',
         w.beneficiary ? ` · for ${fname(w.beneficiary)}` : ''),
@@ -535,23 +584,29 @@
       (w.passes || []).length ? h('p', { text: `Passed: ${names(w.passes)}` }) : null,
       respond.length ? h('div', { class: 'row wrap' },
         pass.map((a) => actionButton(a, 'Pass', 'primary')),
-        karama.map((a) => (confirming === keyOf(a)
-          ? h('span', { class: 'confirm', role: 'group', 'aria-label': 'Spend a card?' },
-            h('span', { class: 'hint', text: `This spends your ${karamaCard(a)}.` }),
-            actionButton(a, `Yes, spend it: ${karamaLabel(a)}`, 'danger'),
-            h('button', { type: 'button', 'data-key': 'keep:' + keyOf(a),
-              onclick: () => { confirming = null; refocus = 'ask:' + keyOf(a); render(); } },
-            'No, keep it'))
-          : h('button', { type: 'button', 'data-key': 'ask:' + keyOf(a),
-            onclick: () => { confirming = keyOf(a); refocus = keyOf(a); render(); } },
-          karamaLabel(a) + '…')))) : null);
+        karama.map((a) => askFirst(a, karamaLabel(a),
+          `This spends your ${karamaCard(a)}: it goes to the discard pile and cancels `
+          + `${named('windows', w.kind)}.`, `Yes, spend it: ${karamaLabel(a)}`))) : null);
     if (at !== null) {
       tick();
       countdown = setInterval(tick, 1000);
     }
   }
 
-  let confirming = null; // the Karama action waiting for its one confirmation
+  let confirming = null; // the key of the action waiting for its one confirmation
+
+  // An action that spends or loses a card asks once before it is sent: its button opens
+  // a confirmation saying what will happen; "No" puts the button back, focused.
+  function askFirst(action, label, says, yes) {
+    const key = keyOf(action);
+    if (confirming !== key) {
+      return h('button', { type: 'button', 'data-key': 'ask:' + key,
+        onclick: () => { confirming = key; refocus = key; render(); } }, label + '…');
+    }
+    return confirmation(label + '?', says, actionButton(action, yes, 'danger'),
+      h('button', { type: 'button', 'data-key': 'keep:' + key,
+        onclick: () => { confirming = null; refocus = 'ask:' + key; render(); } }, 'No, keep it'));
+  }
 
   function karamaCard(a) {
     return a.card ? cardName(a.card) : 'Karama';
@@ -606,8 +661,9 @@
       let input;
       let what = name.charAt(0).toUpperCase() + name.slice(1).replaceAll('_', ' ');
       if (spec.kind === 'choice') {
+        // An option in the game's words when they have a table named like the field (via).
         input = h('select', data, (spec.options || []).map((o) => h('option', { value: JSON.stringify(o),
-          text: String(o) })));
+          text: named(name, o) })));
       } else if (spec.kind === 'spice_promise' || spec.kind === 'number' || spec.kind === 'spice') {
         input = h('input', { ...data, type: 'number', min: spec.min, max: spec.max, step: '1',
           inputmode: 'numeric' });
@@ -649,7 +705,8 @@
     if (!s && !semuta.length) return fill('semuta');
     fill('semuta',
       s && s.event ? h('p', { text: `${fname(s.discarder)} discarded: Semuta may react.` }) : null,
-      s && s.queued ? h('p', { class: 'hint', text: `${s.queued} more discard(s) wait for Semuta.` })
+      s && s.queued ? h('p', { class: 'hint',
+        text: `${plural(s.queued, 'more discard')} ${s.queued === 1 ? 'waits' : 'wait'} for Semuta.` })
         : null,
       h('div', { class: 'row wrap' }, semuta.map((a) => actionButton(a,
         a.action === 'take' ? `Take ${cardName(a.card)} (Semuta)` : 'Pass'))));
@@ -663,11 +720,12 @@
     fill('ambassador',
       entry ? h('dl', { class: 'facts', id: 'ambassador-stage' },
         h('dt', { text: 'Token' }), h('dd', { text: `${fname(entry.token)} in ${place(entry.territory)}` }),
-        h('dt', { text: 'Entered by' }), h('dd', { text: `${fname(entry.entrant)} (${entry.via})` }),
-        h('dt', { text: 'Stage' }), h('dd', { id: 'ambassador-stage-name', text: entry.stage }),
+        h('dt', { text: 'Entered' }), h('dd', { text: `${fname(entry.entrant)}, ${named('via', entry.via)}` }),
+        h('dt', { text: 'Now' }), h('dd', { id: 'ambassador-stage-name', text: named('stages', entry.stage) }),
         entry.beneficiary ? [h('dt', { text: 'For' }), h('dd', { text: fname(entry.beneficiary) })] : null,
         entry.payer ? [h('dt', { text: 'Paid' }),
-          h('dd', { text: `${fname(entry.payer)}: ${entry.amount} spice, ${entry.cards} card(s)` })] : null)
+          h('dd', { text: `${fname(entry.payer)}: ${entry.amount} spice, ${plural(entry.cards, 'card')}` })]
+          : null)
         : null,
       placed.length ? h('p', {}, 'Placed: ' + placed.map(([t, k]) => `${fname(k)} in ${place(t)}`).join(', ')) : null,
       h('p', { class: 'hint' }, `Used: ${(amb.used || []).map(fname).join(', ') || 'none'}`));
@@ -706,7 +764,7 @@
       case 'distrans': return `Distrans: give ${cardName(a.give)} to ${fname(a.to)}`;
       case 'offer_gift': return `Offer ${card} to ${fname(a.to)}`;
       case 'ask_truthtrance': return `Ask ${fname(a.target)} a Truthtrance question`;
-      case 'enter_territory': return 'Enter a territory' + (a.via ? ` by ${a.via}` : '');
+      case 'enter_territory': return 'Enter a territory' + (a.via ? ` ${named('via', a.via)}` : '');
       case 'guild_stop': return 'Stop a shipping cost (Guild)';
       default: {
         const fields = Object.entries(a).filter(([k]) => k !== 'type' && k !== 'free')
@@ -717,12 +775,20 @@
     }
   }
 
+  // A discard cannot be taken back: it asks once.
+  function moreButton(a) {
+    if (a.type !== 'discard') return actionButton(a, label(a));
+    const card = cardName(a.card);
+    return askFirst(a, label(a), `${card} goes face up on top of the discard pile; it does not `
+      + 'come back to your hand.', `Yes, discard ${card}`);
+  }
+
   function renderMore(rest) {
     const types = [...new Set(rest.map((a) => a.type))];
     fill('more', types.map((type) => {
       const group = rest.filter((a) => a.type === type);
       return h('div', { class: 'group' },
-        h('div', { class: 'row wrap' }, group.filter((a) => !a.free).map((a) => actionButton(a, label(a)))),
+        h('div', { class: 'row wrap' }, group.filter((a) => !a.free).map(moreButton)),
         group.filter((a) => a.free).map((a) => freeForm(a, label(a))));
     }));
   }
@@ -768,8 +834,6 @@
     const seeds = f.seeds || {};
     // My seat first, then the others (view.seats lists only the others to a seat).
     const everyone = [...(view.seat ? [view.seat] : []), ...view.seats.map((s) => s.faction)];
-    const file = `transcript-${room}.jsonl`;
-    const key = publicKey ? publicKey.public_key : 'PUBLIC_KEY';
     fill('fairness',
       h('p', { id: 'fair-mode', 'data-mode': f.mode, text: MODES[f.mode] || `Mode: ${f.mode}.` }),
       f.commitment ? [h('p', {}, h('strong', { text: 'Algorithm ' }), h('code', { class: 'mono', text: f.algorithm })),
@@ -783,17 +847,30 @@
         seed.length ? seedForm(seed[0]) : null,
         h('p', { class: 'hint', id: 'fair-limits' }, h('strong', { text: 'What this does not guarantee: ' }),
           'the server still knows every hidden card while the room runs (it keeps custody of '
-          + 'them), and an operator who leaks the secret early leaks the deck.')] : null,
-      view.ended ? [
-        h('p', { class: 'notice', id: 'ended', text: `This room has ended (version ${view.ended}). `
-          + 'No command is taken any more.' }),
-        f.secret ? whole('secret-whole', 'Published secret', f.secret) : null,
-        [h('button', { type: 'button', id: 'transcript', 'data-key': 'transcript',
-            onclick: (e) => downloadTranscript(e.currentTarget, file) }, 'Download the transcript'),
-          h('p', { class: 'hint', text: 'Check it on your own computer:' }),
-          h('pre', { class: 'mono', id: 'verify-command', tabindex: '0', 'aria-label': 'The command to verify it',
-            text: `dune-ledger verify ${file} --key ${key}` })]] : null);
-    if (view.ended && !publicKey) readKey();
+          + 'them), and an operator who leaks the secret early leaks the deck.')] : null);
+  }
+
+  // The end, first on the page: no command is taken any more; the transcript to check.
+  function renderEnd() {
+    if (!view.ended) return fill('end');
+    const f = view.fairness;
+    const file = `transcript-${room}.jsonl`;
+    const key = publicKey ? publicKey.public_key : 'PUBLIC_KEY';
+    // Only a committed room's shuffles can be checked (RULES 9); any transcript's chain can.
+    const committed = Boolean(f && f.mode === 'committed');
+    fill('end',
+      h('p', { id: 'ended', text: `It ended at version ${view.ended}: no command is taken any more. `
+        + 'The transcript holds every event, hidden ones too'
+        + (committed ? ', so anyone at the table can check every shuffle.' : '.') }),
+      f && f.secret ? whole('secret-whole', 'Published secret', f.secret) : null,
+      h('div', { class: 'row wrap' }, h('button', { type: 'button', id: 'transcript', class: 'primary',
+        'data-key': 'transcript', onclick: (e) => downloadTranscript(e.currentTarget, file) },
+      'Download the transcript')),
+      h('p', { class: 'hint', text: committed ? 'Check every shuffle on your own computer:'
+        : 'Check it on your own computer:' }),
+      h('pre', { class: 'mono', id: 'verify-command', tabindex: '0', 'aria-label': 'The command to verify it',
+        text: `dune-ledger verify ${file} --key ${key}` }));
+    if (!publicKey) readKey();
   }
 
   function seedForm(action) {
