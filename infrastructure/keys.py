@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 import sys
 import threading
@@ -229,8 +230,7 @@ class Keys:
     def verify_with(self, public_key: str, message: bytes, signature: str) -> bool:
         """Check a signature with a key named at an import (`import --trust-key`)."""
         try:
-            key = VerifyKey(unb64(public_key, "public key", 32))
-            key.verify(message, base64.b64decode(signature, validate=True))
+            trusted_key(public_key).verify(message, base64.b64decode(signature, validate=True))
         except (KeyFileError, BadSignatureError, binascii.Error, ValueError):
             return False
         return True
@@ -249,6 +249,13 @@ class Keys:
         if self.cipher_key is None:
             return {}
         return {"CIPHER_TOPIC": CIPHER_TOPIC, "CIPHER_KEY": self.cipher_key}
+
+
+@functools.lru_cache(maxsize=64)
+def trusted_key(public_key: str) -> VerifyKey:
+    """A key named at an import, made once per process (a load of an imported room checks
+    its last append with it)."""
+    return VerifyKey(unb64(public_key, "public key", 32))
 
 
 def write_private(path: Path, data: dict[str, Any]) -> None:
