@@ -83,6 +83,13 @@ except ImportError:  # pragma: no cover - older trees
 CPUS = len(os.sched_getaffinity(0))
 AUDIT_PASSES = 3  # each audit figure is the median of this many
 CODE_ROOT = Path(sys.modules["dune_ledger"].__file__ or ".").resolve().parent.parent
+if not Path(sys.modules["dune_ledger.application.rooms"].__file__ or "").resolve().is_relative_to(
+        CODE_ROOT):
+    # pyproject.toml's package-dir: a checkout on PYTHONPATH brings its dune_ledger/ but
+    # not its layers, which would come from whatever is installed.
+    raise SystemExit(f"bench: the layers imported are not {CODE_ROOT}'s: measure a "
+                     "checkout with its own environment (python3 -m venv .venv && "
+                     ".venv/bin/pip install -e . there, then PYTHON=.venv/bin/python)")
 
 SIZES: dict[str, dict[str, Any]] = {
     # A mix of `pairs` searches per process runs about as long as its baseline run

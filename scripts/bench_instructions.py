@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -29,14 +30,24 @@ from typing import Any
 
 
 def child(phase: str, tree: str, url: str, pairs: int, work: str) -> None:
-    """In the child (this file run as a script, `tree`'s code first on the path): make
+    """In the child (this file run as a script, `tree` on PYTHONPATH): make
     the rooms, or run the mix over them inside functools.reduce (callgrind collects
     there alone: --toggle-collect=functools_reduce)."""
-    sys.path.insert(0, tree)
-    if Path(tree, "dune_ledger").is_dir():
+    package = Path(tree, "dune_ledger")
+    if package.is_dir() and not (package / "infrastructure").exists():
+        # The layers are top-level folders that pyproject.toml's package-dir installs as
+        # dune_ledger's subpackages: the same here, from `tree` (never the installed ones).
+        spec = importlib.util.spec_from_file_location(
+            "dune_ledger", package / "__init__.py", submodule_search_locations=[tree])
+        assert spec is not None and spec.loader is not None
+        sys.modules["dune_ledger"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["dune_ledger"])
+    if package.is_dir():
         from dune_ledger.infrastructure.storage import open_rooms
     else:  # a tree from before the one namespace (61b5c66)
         from infrastructure.storage import open_rooms  # type: ignore[import-not-found,no-redef]
+    if not str(sys.modules[open_rooms.__module__].__file__).startswith(tree):
+        raise SystemExit(f"the code imported is not {tree}'s")
 
     app = open_rooms(url)
     rooms_file = Path(work) / "rooms.json"
@@ -68,7 +79,7 @@ def count(tree: Path, url: str, pairs: int, work: Path) -> float:
     out = work / "callgrind.out"
     (work / "layout.json").write_text(json.dumps(LAYOUT))
     env = {**os.environ, "DUNE_LEDGER_KEY_FILE": str(work / "bench.key")}
-    env.pop("PYTHONPATH", None)
+    env["PYTHONPATH"] = str(tree)  # its code first
     me = [sys.executable, str(Path(__file__).resolve()), "--child"]
     args = [str(tree), url, str(pairs), str(work)]
     made = subprocess.run([*me, "make", *args], env=env, cwd=work, capture_output=True,
