@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -33,19 +34,22 @@ def child(phase: str, tree: str, url: str, pairs: int, work: str) -> None:
     """In the child (this file run as a script, `tree` on PYTHONPATH): make
     the rooms, or run the mix over them inside functools.reduce (callgrind collects
     there alone: --toggle-collect=functools_reduce)."""
-    package = Path(tree, "dune_ledger")
-    if package.is_dir() and not (package / "infrastructure").exists():
-        # The layers are top-level folders that pyproject.toml's package-dir installs as
-        # dune_ledger's subpackages: the same here, from `tree` (never the installed ones).
-        spec = importlib.util.spec_from_file_location(
-            "dune_ledger", package / "__init__.py", submodule_search_locations=[tree])
-        assert spec is not None and spec.loader is not None
-        sys.modules["dune_ledger"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules["dune_ledger"])
-    if package.is_dir():
-        from dune_ledger.infrastructure.storage import open_rooms
-    else:  # a tree from before the one namespace (61b5c66)
-        from infrastructure.storage import open_rooms  # type: ignore[import-not-found,no-redef]
+    # `tree`'s layers as dune_ledger's subpackages, whichever way it laid them out (links
+    # in dune_ledger/, pyproject.toml's package-dir, or bare top-level packages before
+    # 61b5c66, whose modules then import each other by their bare names through
+    # PYTHONPATH), and never the installed ones.
+    init = Path(tree, "dune_ledger", "__init__.py")
+    spec = (importlib.util.spec_from_file_location("dune_ledger", init,
+                                                   submodule_search_locations=[tree])
+            if init.exists() else importlib.machinery.ModuleSpec("dune_ledger", None,
+                                                                is_package=True))
+    assert spec is not None
+    package = sys.modules["dune_ledger"] = importlib.util.module_from_spec(spec)
+    package.__path__ = [tree]
+    if spec.loader is not None:
+        spec.loader.exec_module(package)
+    from dune_ledger.infrastructure.storage import open_rooms
+
     if not str(sys.modules[open_rooms.__module__].__file__).startswith(tree):
         raise SystemExit(f"the code imported is not {tree}'s")
 
