@@ -35,6 +35,7 @@ from dune_ledger.application.stream import (
     Undecodable,
 )
 from dune_ledger.domain.game import (
+    EFFECT_ZONES,
     DiscardReshuffled,
     PileShuffled,
     Rejection,
@@ -42,7 +43,6 @@ from dune_ledger.domain.game import (
     RoomState,
     apply,
     initial_state,
-    room_cards,
 )
 
 MAX_DETAILS = 20
@@ -163,6 +163,9 @@ def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undeco
         # Every zone after every event: a forged event may move any card. The catalog
         # ids are unique, so "each exactly once" is: as many cards as ids, the same set.
         held = [*state.deck, *state.discard, *state.cache, *state.removed]
+        for more in EFFECT_ZONES:  # the zones an effect's own part keeps
+            for zone in more(state).values():
+                held += zone
         total = state.bank  # RoomState.total_spice, in the same pass as the hands
         hands = []
         for seat in state.seats:
@@ -204,7 +207,7 @@ def audit_records(room_id: str, records: list[Recorded] | list[Recorded | Undeco
 def _baseline(state: RoomState) -> tuple[Counter[str], list[int], list[int]]:
     """What the replay checks against, from the state it starts at: the room's catalog
     (each card once), and seat by seat the hand sizes and limits."""
-    cards = Counter(c.id for c in room_cards(tuple(state.expansions)))
+    cards = Counter(state.cards())
     return cards, [len(seat.hand) for seat in state.seats], [seat.limit for seat in state.seats]
 
 

@@ -30,6 +30,7 @@ from dune_ledger.application.store import (
 )
 from dune_ledger.application.stream import Recorded, Room, SeatTokenReissued, Signer
 from dune_ledger.domain.game import (
+    NEWEST_CATALOG,
     SYSTEM,
     Command,
     EndRoom,
@@ -91,6 +92,9 @@ class RoomsApp(RoomQueries):
         # Told of every command once it has run (the command log and metrics:
         # `open_rooms` sets it): room, seat, the command as sent, result, seconds.
         self.observer: Callable[[str, str, Any, Result, float], None] | None = None
+        # The catalog new rooms are made with: the newest, unless an older one is kept
+        # (a table whose pages know only the cards of that one).
+        self.catalog = NEWEST_CATALOG
 
     def create_room(self, raw_layout: Any) -> Result:
         """Validate a layout and store the new room. LayoutError on bad input."""
@@ -98,7 +102,8 @@ class RoomsApp(RoomQueries):
         room_id = uuid4()
         # A committed room's secret, from the operating system (RULES 9).
         created = build_room(layout, str(room_id), self.randomness(layout.seed, 0),
-                             secrets.token_bytes(32) if committed_layout(layout) else None)
+                             secrets.token_bytes(32) if committed_layout(layout) else None,
+                             catalog=self.catalog)
         tokens = {s.faction: secrets.token_urlsafe(24) for s in layout.seats}
         spectator = secrets.token_urlsafe(24)
         room = Room(room_id, initial_state(created))

@@ -27,6 +27,7 @@ from uuid import UUID
 import orjson
 
 from dune_ledger.domain.game import (
+    EVENT_TYPES,
     Event,
     RoomCreated,
     RoomState,
@@ -110,6 +111,11 @@ class SeatTokenReissued(Event):
     def text(self) -> str:
         return (f"The host gave {faction_name(self.seat)} a new seat token; the old one no "
                 "longer works")
+
+
+# Every type a room's stream stores, by its name: the rules' events and the room's own.
+STORED_TYPES: dict[str, type[Event]] = {**EVENT_TYPES,
+                                         SeatTokenReissued.__name__: SeatTokenReissued}
 
 
 def chain_hash(room: str, version: int, event_type: str, body: bytes) -> str:

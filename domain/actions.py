@@ -2,8 +2,8 @@
 
 Each candidate command is built from what the seat itself may know (its own
 hand, its own search's candidates, the open windows and decisions, public
-counts), each effect offering its own (`DURING_SEARCH`, `ANSWERS`, `MOVES`:
-its module's `action_candidates` and the like), and then put to the rules:
+counts), each effect offering its own (its declared `offers`, by stage: see
+`effect.STAGES`), and then put to the rules:
 `rules.admit` (the search lock, the Truthtrance answer-first gate) and the
 command's own handler, run on a `Probe` that stops at the handler's first
 event. Handlers validate before they emit (see `rules.Tx`), so reaching that
@@ -27,38 +27,14 @@ the seat cannot see): `guild_stop` describes its card, asked of each record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from dune_ledger.domain import (
-    ambassador,
-    custody,
-    distrans,
-    fairness,
-    gifts,
-    guild,
-    nullentropy,
-    responses,
-    truthtrance,
-)
 from dune_ledger.domain import commands as c
+from dune_ledger.domain.effect import HOUSE, STAGES
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.rules import Handler, Tx, admit
 from dune_ledger.domain.state import RoomState
-
-Sources = tuple[Callable[[RoomState, str], Iterator[c.Candidate]], ...]
-
-# Where the candidates come from, in the order a view lists them (the pages and the
-# autopilot read the list in this order): what a search allows (RULES 3.3), then, with
-# no search open, the answers to what waits for the seat, then its own moves.
-DURING_SEARCH: Sources = (nullentropy.selections, custody.seat_control,
-                          fairness.seed_candidates)
-ANSWERS: Sources = (responses.answer_candidates, ambassador.answer_candidates,
-                    truthtrance.answer_candidates, gifts.answer_candidates)
-MOVES: Sources = (nullentropy.action_candidates, custody.action_candidates,
-                  distrans.action_candidates, gifts.action_candidates,
-                  truthtrance.action_candidates, ambassador.action_candidates,
-                  guild.action_candidates)
 
 
 class Accepted(Exception):
@@ -94,7 +70,7 @@ def actions(state: RoomState, faction: str) -> list[c.Action]:
     out: list[c.Action] = []
     probe = Probe(state)
     # `admit`'s refusals are room-wide, by command type (the seat, the search lock,
-    # the GATES): asked once per type, then only the handlers per candidate.
+    # the effects' gates): asked once per type, then only the handlers per candidate.
     admitted: dict[str, Handler | None] = {}
     for action, free in _candidates(state, faction):
         kind = action["type"]
@@ -147,7 +123,7 @@ def _command(action: c.Action, free: dict[str, Any]) -> c.Command:
     if isinstance(fields.get("promise"), dict):
         fields["promise"] = c.BoxPromise.model_construct(**fields["promise"])
     fields.update(_sample(free))
-    built = c.COMMANDS[action["type"]].model_construct(**fields)
+    built = HOUSE.commands[action["type"]].model_construct(**fields)
     if len(_BUILT) >= _BUILT_LIMIT:
         _BUILT.clear()
     _BUILT[key] = built
@@ -179,10 +155,10 @@ def _sample(free: dict[str, Any]) -> dict[str, Any]:
 
 
 def _candidates(state: RoomState, me: str) -> Iterator[c.Candidate]:
-    """Every command worth asking about, from what `me` may know; the rules then decide."""
-    for source in DURING_SEARCH:
-        yield from source(state, me)
-    if state.search is not None:
-        return  # the search lock refuses everything else (RULES 3.3)
-    for source in (*ANSWERS, *MOVES):
-        yield from source(state, me)
+    """Every command worth asking about, from what `me` may know; the rules then decide.
+    In the order a view lists them (the pages and the autopilot read it in this order)."""
+    for stage in STAGES:
+        if stage != "any_time" and state.search is not None:
+            return  # the search lock refuses everything else (RULES 3.3)
+        for source in HOUSE.offers[stage]:
+            yield from source(state, me)

@@ -22,14 +22,19 @@ finds the stage already moved and cannot reopen a window or buy twice.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from dune_ledger.domain import commands as c
+from dune_ledger.domain.catalog import Faction
+from dune_ledger.domain.commands import Command, EventId
 from dune_ledger.domain.custody import can_draw, draw_card
+from dune_ledger.domain.effect import Disclosure, Effect, Offer
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import Event, RngField, rng_public
-from dune_ledger.domain.responses import WindowKind, open_window, register
-from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.events import Event, RngField, RoomCreated, rng_public
+from dune_ledger.domain.responses import WindowKind, open_window
+from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.state import (
     AmbassadorEntry,
     AmbassadorState,
@@ -38,6 +43,7 @@ from dune_ledger.domain.state import (
     ResponseWindow,
     RoomState,
 )
+from dune_ledger.domain.territories import TERRITORIES, Territory
 from dune_ledger.domain.words import faction, place, stage, via
 
 ECAZ = "ecaz"
@@ -112,8 +118,26 @@ def _bound_decision(state: RoomState, actor: str, event: str, kind: str) -> Deci
 # --- commands -----------------------------------------------------------------------
 
 
-@handles(c.EnterTerritory)
-def enter_territory(tx: Tx, actor: str, cmd: c.EnterTerritory) -> None:
+class EnterTerritory(Command):
+    type: Literal["enter_territory"]
+    territory: Territory
+    via: Literal["shipment", "movement", "worm"]
+
+
+class AmbassadorDecide(Command):
+    type: Literal["ambassador_decide"]
+    event: EventId
+    trigger: bool
+    beneficiary: Faction | None = None
+
+
+class AmbassadorCopy(Command):
+    type: Literal["ambassador_copy"]
+    event: EventId
+    token: Annotated[str, Field(min_length=1, max_length=32)]
+
+
+def enter_territory(tx: Tx, actor: str, cmd: EnterTerritory) -> None:
     state = tx.state
     if entry_of(state) is not None:
         raise Rejection("decision_pending", "an ambassador entry is still being resolved")
@@ -135,8 +159,7 @@ def enter_territory(tx: Tx, actor: str, cmd: c.EnterTerritory) -> None:
     ))
 
 
-@handles(c.AmbassadorDecide)
-def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
+def ambassador_decide(tx: Tx, actor: str, cmd: AmbassadorDecide) -> None:
     state = tx.state
     _bound_decision(state, actor, cmd.event, "ambassador")
     entry = entry_of(state)
@@ -174,8 +197,7 @@ def ambassador_decide(tx: Tx, actor: str, cmd: c.AmbassadorDecide) -> None:
     ))
 
 
-@handles(c.AmbassadorCopy)
-def ambassador_copy(tx: Tx, actor: str, cmd: c.AmbassadorCopy) -> None:
+def ambassador_copy(tx: Tx, actor: str, cmd: AmbassadorCopy) -> None:
     state = tx.state
     d = _bound_decision(state, actor, cmd.event, "ambassador_copy")
     if cmd.token not in d.data.get("options", []):
@@ -285,12 +307,14 @@ def resolve_bonus(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> N
     _advance(tx, "bonus")
 
 
-register(WindowKind(INCOME, resolve_income, says=(
-    f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
-    "played now cancels that income: the spice stays in the Bank. The purchase stands.")))
-register(WindowKind(BONUS, resolve_bonus, says=(
-    "Harkonnen may draw one more card for this purchase. A Karama played now cancels "
-    "that bonus card. The purchase stands.")))
+WINDOWS = (
+    WindowKind(INCOME, resolve_income, says=(
+        f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
+        "played now cancels that income: the spice stays in the Bank. The purchase stands.")),
+    WindowKind(BONUS, resolve_bonus, says=(
+        "Harkonnen may draw one more card for this purchase. A Karama played now cancels "
+        "that bonus card. The purchase stands.")),
+)
 
 
 def finish(tx: Tx) -> None:
@@ -698,7 +722,7 @@ def _entry_view(state: RoomState, entry: AmbassadorEntry | None) -> dict[str, An
 
 # --- the actions (domain/actions.py keeps those the rules accept) ---------------------
 
-TERRITORY = {"kind": "text", "min_length": 1, "max_length": 64}
+TERRITORY = {"kind": "choice", "options": list(TERRITORIES)}
 VIA = {"kind": "choice", "options": ["shipment", "movement", "worm"]}
 
 
@@ -721,3 +745,48 @@ def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
 
 def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
     yield {"type": "enter_territory"}, {"territory": TERRITORY, "via": VIA}
+
+
+# --- what a verifier re-derives, and what a seat may see ------------------------------
+
+
+def cohort_at_creation(event: RoomCreated,
+                       before: RoomState | None) -> tuple[list[str], list[str], bool]:
+    """The cohort a committed room drew at creation, from the supply in the catalog's
+    order of tokens (domain/layout.py): the tokens drawn and those left in it."""
+    amb = event.state.get("ambassadors") or {}
+    drawn = list(amb.get("cohort", []))
+    pool = set(drawn) | set(amb.get("supply", []))
+    return [t for t in TOKENS if t in pool], drawn, True
+
+
+def cohort_drawn(event: AmbassadorCohortDrawn,
+                 before: RoomState | None) -> tuple[list[str], list[str], bool]:
+    assert before is not None
+    amb = before.ambassadors
+    assert amb is not None
+    return sorted(set(amb.supply) | set(amb.used)), list(event.cohort), True
+
+
+def own_receipts(state: RoomState, seat: str) -> list[str]:
+    """The cards a seat bought, and its bonus cards."""
+    return [cid for r in state.receipts if r.buyer == seat
+            for cid in (r.card, r.bonus) if cid is not None]
+
+
+EFFECT = Effect(
+    name="ambassador",
+    order=60,
+    commands=(EnterTerritory, AmbassadorDecide, AmbassadorCopy),
+    handlers={EnterTerritory: enter_territory, AmbassadorDecide: ambassador_decide,
+              AmbassadorCopy: ambassador_copy},
+    events=(TerritoryEntered, AmbassadorOffered, AmbassadorDeclined, AmbassadorTriggered,
+            AmbassadorCopyOffered, AmbassadorCopied, AmbassadorNoEffect, PurchasePaid,
+            ReceiptStaged, ReceiptAdvanced, EmperorIncomePaid, HarkonnenBonusResolved,
+            AmbassadorEntryClosed, WormResumed, AmbassadorCohortDrawn),
+    view=view_part,
+    offers=(Offer("decision", answer_candidates), Offer("move", action_candidates)),
+    windows=WINDOWS,
+    outcomes={RoomCreated: cohort_at_creation, AmbassadorCohortDrawn: cohort_drawn},
+    discloses=Disclosure(seat=own_receipts),
+)

@@ -2,6 +2,12 @@
 
 The card list is data (`domain/cards.json`), read once when the module is
 imported; it is part of the package, not an input.
+
+The list only grows, and each growth is a new catalog: a card's `since` is the first
+catalog that holds it (1, the printed game as first listed, when the data does not
+say). A room keeps the catalog it was created with (`RoomState.catalog`): its cards,
+its audit and its replay stay what they were when a later catalog adds a card. A new
+room is made with the newest catalog.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ FACTIONS: tuple[str, ...] = Faction.__args__  # type: ignore[attr-defined]
 Expansion = Literal["choam_richese", "ixians_tleilaxu", "ecaz_moritani"]
 EXPANSIONS: tuple[str, ...] = Expansion.__args__  # type: ignore[attr-defined]
 
+FIRST_CATALOG = 1  # the printed game's cards, as first listed: every room made before catalogs
+
 HAND_LIMITS: dict[str, int] = {"harkonnen": 8, "choam": 5}
 DEFAULT_HAND_LIMIT = 4
 
@@ -49,6 +57,7 @@ class Card:
     effect: str | None
     expansions: tuple[str, ...]  # "base" or the expansions that bring this physical card
     zone: str  # where an unplaced card starts: "deck" or "cache"
+    since: int = FIRST_CATALOG  # the first catalog that holds this card
 
     @property
     def is_box(self) -> bool:
@@ -80,11 +89,13 @@ def _load() -> dict[str, Card]:
             effect=c["effect"],
             expansions=tuple(c["expansion"]),
             zone=c["zone"],
+            since=c.get("since", FIRST_CATALOG),
         )
     return cards
 
 
-CARDS: dict[str, Card] = _load()
+CARDS: dict[str, Card] = _load()  # every card of every catalog, by id
+NEWEST_CATALOG = max(c.since for c in CARDS.values())  # what a new room is made with
 
 
 def card(card_id: str) -> Card:
@@ -92,10 +103,12 @@ def card(card_id: str) -> Card:
 
 
 @cache
-def room_cards(expansions: tuple[str, ...]) -> tuple[Card, ...]:
-    """Every physical card of a room with these expansions, in catalog order."""
+def room_cards(expansions: tuple[str, ...], catalog: int = NEWEST_CATALOG) -> tuple[Card, ...]:
+    """Every physical card of a room with these expansions and that catalog, in catalog
+    order."""
     chosen = {"base", *expansions}
-    return tuple(c for c in CARDS.values() if chosen.intersection(c.expansions))
+    return tuple(c for c in CARDS.values()
+                 if c.since <= catalog and chosen.intersection(c.expansions))
 
 
 def is_box(card_id: str) -> bool:

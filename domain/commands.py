@@ -1,7 +1,10 @@
 """Commands as seats send them: one JSON object each, validated by pydantic.
 
-The acting seat never comes from the body: the CLI's `--as` or the HTTP
-token supplies it.
+Here: the base every command shares, the field types several effects use, and the
+words of a refusal. Each command lives beside its handler, in its effect's module;
+the union a seat's JSON is parsed with is derived from the effects' declarations
+(`effect.House.parse_command`). The acting seat never comes from the body: the
+CLI's `--as` or the HTTP token supplies it.
 
 Validation is strict (RULES 8): a number given as a string or a boolean, a
 boolean given as a number, or a whole number written with a fraction is
@@ -12,20 +15,10 @@ store and the read models encode (64-bit integers).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from collections.abc import Set
+from typing import Annotated, Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-    TypeAdapter,
-    ValidationError,
-)
-
-from dune_ledger.domain.catalog import Faction
-from dune_ledger.domain.errors import Rejection
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 # RULES 8: spice, the Bank, prices, reservations and promises.
 SPICE_MAX = 1_000_000
@@ -51,58 +44,6 @@ class Command(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     command_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     expected_version: Count | None = None
-
-
-class BeginSearch(Command):
-    type: Literal["begin_search"]
-    card: CardId
-
-
-class SelectCard(Command):
-    type: Literal["select_card"]
-    search: EventId
-    card: CardId
-
-
-class SetAutopilot(Command):
-    type: Literal["set_autopilot"]
-    enabled: bool
-    profile: Literal["easy", "medium", "hard", "brutal"] | None = None
-
-
-class Discard(Command):
-    type: Literal["discard"]
-    card: CardId
-
-
-class Draw(Command):
-    type: Literal["draw"]
-
-
-class Distrans(Command):
-    type: Literal["distrans"]
-    card: CardId
-    give: CardId
-    to: Faction
-
-
-class OfferGift(Command):
-    type: Literal["offer_gift"]
-    card: CardId
-    to: Faction
-
-
-class AnswerGift(Command):
-    type: Literal["answer_gift"]
-    event: EventId
-    accept: bool
-
-
-class AskTruthtrance(Command):
-    type: Literal["ask_truthtrance"]
-    card: CardId
-    target: Faction
-    question: Annotated[str, Field(min_length=1, max_length=500)]
 
 
 class BoxPromise(BaseModel):
@@ -132,109 +73,19 @@ Promise = Annotated[
 ]
 
 
-class AnswerTruthtrance(Command):
-    type: Literal["answer_truthtrance"]
-    event: EventId
-    answer: Literal["yes", "no"]
-    promise: Promise | None = None
-
-
-class EnterTerritory(Command):
-    type: Literal["enter_territory"]
-    territory: Annotated[str, Field(min_length=1, max_length=64)]
-    via: Literal["shipment", "movement", "worm"]
-
-
-class AmbassadorDecide(Command):
-    type: Literal["ambassador_decide"]
-    event: EventId
-    trigger: bool
-    beneficiary: Faction | None = None
-
-
-class AmbassadorCopy(Command):
-    type: Literal["ambassador_copy"]
-    event: EventId
-    token: Annotated[str, Field(min_length=1, max_length=32)]
-
-
-class Respond(Command):
-    type: Literal["respond"]
-    event: EventId
-    action: Literal["pass", "karama"]
-    card: CardId | None = None
-
-
-class Semuta(Command):
-    type: Literal["semuta"]
-    event: EventId
-    action: Literal["pass", "take"]
-    card: CardId | None = None
-
-
-class GuildStop(Command):
-    type: Literal["guild_stop"]
-    card: CardId
-
-
-class SetSeed(Command):
-    """A seat's seed (RULES 9): 1 to 64 printable ASCII characters, public."""
-
-    type: Literal["seed"]
-    value: Annotated[str, Field(pattern=r"^[\x20-\x7e]{1,64}$")]
-
-
-AnyCommand = Annotated[
-    BeginSearch
-    | SelectCard
-    | SetAutopilot
-    | Discard
-    | Draw
-    | Distrans
-    | OfferGift
-    | AnswerGift
-    | AskTruthtrance
-    | AnswerTruthtrance
-    | EnterTerritory
-    | AmbassadorDecide
-    | AmbassadorCopy
-    | Respond
-    | Semuta
-    | GuildStop
-    | SetSeed,
-    Field(discriminator="type"),
-]
-
-_adapter: TypeAdapter[AnyCommand] = TypeAdapter(AnyCommand)
-
-
-def parse_command(raw: Any) -> Command:
-    """Validate a decoded JSON object; a bad one is an `invalid_command` rejection."""
-    if not isinstance(raw, dict):
-        raise Rejection("invalid_command", "a command must be a JSON object")
-    try:
-        return _adapter.validate_python(raw)
-    except ValidationError as e:
-        raise Rejection("invalid_command", _describe(e)) from None
-
-
-def _describe(e: ValidationError) -> str:
-    return describe_errors(e, skip_tag=True)
-
-
-def describe_errors(e: ValidationError, *, skip_tag: bool = False) -> str:
+def describe_errors(e: ValidationError, *, skip: Set[str] = frozenset()) -> str:
     """Name the fields and what they must be, never the values sent (RULES 8).
 
     pydantic's messages name expected values only, except an unknown union tag,
     which quotes the tag; field names from the input (an unknown key) are cut
-    short. `skip_tag` drops the command type that leads every location of a
+    short. `skip` (the command types) drops the type that leads every location of a
     known type, so that the message names `expected_version`, not
     `select_card.expected_version`.
     """
     parts = []
     for err in e.errors(include_url=False, include_input=False)[:5]:
         loc = list(err["loc"])
-        if skip_tag and loc and isinstance(loc[0], str) and loc[0] in COMMAND_TYPES:
+        if loc and isinstance(loc[0], str) and loc[0] in skip:
             loc = loc[1:]
         # The promise's tag repeats its key: `promise.spice.spice` says `promise.spice`.
         loc = [p for i, p in enumerate(loc)
@@ -256,11 +107,3 @@ def describe_errors(e: ValidationError, *, skip_tag: bool = False) -> str:
 def _short(part: str | int) -> str:
     text = str(part)
     return text if len(text) <= 40 else text[:40] + "..."
-
-
-# Each command of the union, by its `type`: what a seat may send.
-COMMANDS: dict[str, type[Command]] = {
-    m.model_fields["type"].annotation.__args__[0]: m
-    for m in get_args(get_args(AnyCommand)[0])
-}
-COMMAND_TYPES: frozenset[str] = frozenset(COMMANDS)

@@ -5,21 +5,38 @@ the deck, a hand and the discard pile outside the Box; every rules module
 uses them. They refuse while a search is open (RULES 3.3, second line of
 defence): the Box settlement path does not go through them. A committed
 room's deck is shuffled at its first draw (`shuffle_late`, RULES 9); what a
-discard sets off (a Semuta window) its module registers in `rules.AFTER_DISCARD`.
+discard sets off (a Semuta window) its effect declares (`Effect.after_discard`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.commands import CardId, Command
+from dune_ledger.domain.effect import HOUSE, Disclosure, Effect, Offer
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event, RngField, rng_public
-from dune_ledger.domain.rules import AFTER_DISCARD, Tx, handles
+from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.state import Profile, RoomState
 from dune_ledger.domain.words import card, faction
+
+
+class SetAutopilot(Command):
+    type: Literal["set_autopilot"]
+    enabled: bool
+    profile: Literal["easy", "medium", "hard", "brutal"] | None = None
+
+
+class Discard(Command):
+    type: Literal["discard"]
+    card: CardId
+
+
+class Draw(Command):
+    type: Literal["draw"]
 
 
 class DeckShuffled(Event):
@@ -140,7 +157,7 @@ def discard_card(tx: Tx, seat: str, card_id: str) -> None:
     assert_unlocked(tx.state)
     discarded = tx.next_event_id()
     tx.emit(CardDiscarded(seat=seat, card=card_id))
-    for follow in AFTER_DISCARD:
+    for follow in HOUSE.after_discard:
         follow(tx, seat, [card_id], discarded)
 
 
@@ -177,8 +194,7 @@ def offered_card(state: RoomState) -> str | None:
     return None if state.gift is None else state.gift.card
 
 
-@handles(c.Draw)
-def draw(tx: Tx, actor: str, cmd: c.Draw) -> None:
+def draw(tx: Tx, actor: str, cmd: Draw) -> None:
     assert_unlocked(tx.state)
     seat = tx.state.seat(actor)
     if len(seat.hand) >= seat.limit:
@@ -188,15 +204,13 @@ def draw(tx: Tx, actor: str, cmd: c.Draw) -> None:
     draw_card(tx, actor)
 
 
-@handles(c.Discard)
-def discard(tx: Tx, actor: str, cmd: c.Discard) -> None:
+def discard(tx: Tx, actor: str, cmd: Discard) -> None:
     assert_unlocked(tx.state)
     check_own_card(tx.state, actor, cmd.card)
     discard_card(tx, actor, cmd.card)
 
 
-@handles(c.SetAutopilot)
-def set_autopilot(tx: Tx, actor: str, cmd: c.SetAutopilot) -> None:
+def set_autopilot(tx: Tx, actor: str, cmd: SetAutopilot) -> None:
     # Seat control: accepted at any time, also during a search (RULES 3.7).
     if cmd.enabled and cmd.profile is None:
         raise Rejection("invalid_command", "profile is required to turn autopilot on")
@@ -227,3 +241,25 @@ def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
     yield {"type": "draw"}, {}
     for cid in hand:
         yield {"type": "discard", "card": cid}, {}
+
+
+def reshuffled(event: DiscardReshuffled | DeckShuffled,
+               before: RoomState | None) -> tuple[list[str], list[str], bool]:
+    """A verifier's check of a shuffle into the deck: of the pile, or of the deck itself."""
+    assert before is not None
+    pile = before.discard if isinstance(event, DiscardReshuffled) else before.deck
+    return list(pile), list(event.order), False
+
+
+EFFECT = Effect(
+    name="custody",
+    order=20,
+    commands=(SetAutopilot, Discard, Draw),
+    any_time=(SetAutopilot,),  # seat control (RULES 3.7)
+    handlers={SetAutopilot: set_autopilot, Discard: discard, Draw: draw},
+    events=(DeckShuffled, CardDrawn, DiscardReshuffled, CardDiscarded, AutopilotSet),
+    offers=(Offer("any_time", seat_control), Offer("move", action_candidates)),
+    outcomes={DeckShuffled: reshuffled, DiscardReshuffled: reshuffled},
+    # The deck's cards are nobody's to see named.
+    discloses=Disclosure(hidden=lambda state, card_id: card_id in state.deck),
+)

@@ -12,16 +12,25 @@ ordinary single-seat discard: Semuta may react.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
-from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.catalog import CARDS, Faction
+from dune_ledger.domain.commands import CardId, Command
 from dune_ledger.domain.custody import check_own_card, discard_card
+from dune_ledger.domain.effect import Effect, Offer
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
-from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.state import RoomState
 from dune_ledger.domain.words import card, faction
+
+
+class Distrans(Command):
+    type: Literal["distrans"]
+    card: CardId
+    give: CardId
+    to: Faction
 
 
 def is_distrans(card_id: str) -> bool:
@@ -45,8 +54,7 @@ class CardGiven(Event):
         return f"{faction(self.seat)} gave a card to {faction(self.to)} with {card(self.via)}"
 
 
-@handles(c.Distrans)
-def distrans(tx: Tx, actor: str, cmd: c.Distrans) -> None:
+def distrans(tx: Tx, actor: str, cmd: Distrans) -> None:
     state = tx.state
     check_own_card(state, actor, cmd.card)
     if not is_distrans(cmd.card):
@@ -78,3 +86,13 @@ def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
                 if give != cid:
                     for to in others:
                         yield {"type": "distrans", "card": cid, "give": give, "to": to}, {}
+
+
+EFFECT = Effect(
+    name="distrans",
+    order=30,
+    commands=(Distrans,),
+    handlers={Distrans: distrans},
+    events=(CardGiven,),
+    offers=(Offer("move", action_candidates),),
+)

@@ -1,14 +1,14 @@
 """Domain events: named, past-tense facts. Applying one only records the fact.
 
-Here: the base class, its registry and what several effects share (`RoomCreated`,
-`RngField`, `DeadlineSinceV2`); each effect's events live beside its handlers,
-in its module. `game` imports every one, so the registry is complete once it is.
+Here: the base class and what several effects share (`RoomCreated`, `RngField`,
+`DeadlineSinceV2`); each effect's events live beside its handlers, in its module,
+and its declaration names them (`effect.Effect.events`): `game.EVENT_TYPES` is
+collected from those, by class name, which is also the stored type name.
 
 `apply` runs on every replay, so it never validates, draws randomness or
 reads anything but the event and the state. `public` returns the fields any
 seat may see (None: the event is not shown publicly at all); `text` is the
-public log line. Every subclass registers itself by class name, which is
-also its stored type name.
+public log line.
 
 To change an event's meaning, add a new class or bump `schema_version` and
 write `upcast`: stored streams must keep replaying as they were recorded.
@@ -24,7 +24,6 @@ from dune_ledger.domain.randomness import ALGORITHM
 from dune_ledger.domain.state import RoomState, absent
 from dune_ledger.domain.words import faction
 
-EVENT_TYPES: dict[str, type[Event]] = {}
 # The four slots of every pydantic model, set through their descriptors: an
 # `object.__setattr__` looks each one up through the class, and a long replay
 # rebuilds every stored event.
@@ -37,13 +36,6 @@ _set_dict, _set_fields_set, _set_extra, _set_private = (
 class Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     schema_version: ClassVar[int] = 1
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        if cls.__name__ in EVENT_TYPES:
-            raise TypeError(f"event type {cls.__name__} defined twice")
-        EVENT_TYPES[cls.__name__] = cls
 
     @property
     def type(self) -> str:
@@ -126,6 +118,7 @@ class RoomCreated(Event):
         return {
             "mode": s["mode"],
             "expansions": s["expansions"],
+            **({"catalog": s["catalog"]} if "catalog" in s else {}),  # a later catalog's room
             "turn": s["turn"],
             "phase": s["phase"],
             "seats": [seat["faction"] for seat in s["seats"]],

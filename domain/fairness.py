@@ -14,17 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from dune_ledger.domain import commands as c
-from dune_ledger.domain import rules
-from dune_ledger.domain.ambassador import TOKENS, AmbassadorCohortDrawn
-from dune_ledger.domain.custody import DeckShuffled, DiscardReshuffled
+from dune_ledger.domain.commands import Command
+from dune_ledger.domain.effect import HOUSE, Effect, Offer
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.events import Event, RoomCreated
-from dune_ledger.domain.nullentropy import PileShuffled
+from dune_ledger.domain.events import Event
 from dune_ledger.domain.randomness import ALGORITHM, Derived, Randomness, commitment, mix
-from dune_ledger.domain.rules import SYSTEM_COMMANDS, Tx, handles
+from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.state import Fairness, RoomState
 from dune_ledger.domain.words import faction
 
@@ -85,18 +85,20 @@ def state_digest(state: RoomState) -> str:
 # --- commands -------------------------------------------------------------------------
 
 
-class EndRoom(c.Command):
+class SetSeed(Command):
+    """A seat's seed (RULES 9): 1 to 64 printable ASCII characters, public."""
+
+    type: Literal["seed"]
+    value: Annotated[str, Field(pattern=r"^[\x20-\x7e]{1,64}$")]
+
+
+class EndRoom(Command):
     """The operator's end of a room (never parsed from a seat's JSON): sent as SYSTEM."""
 
     type: Literal["end_room"] = "end_room"
 
 
-SYSTEM_COMMANDS.add(EndRoom)
-rules.AT_ANY_TIME.append(EndRoom)  # the operator may end a room at any time
-
-
-@handles(c.SetSeed)
-def set_seed(tx: Tx, actor: str, cmd: c.SetSeed) -> None:
+def set_seed(tx: Tx, actor: str, cmd: SetSeed) -> None:
     f = tx.state.fairness
     if f is None:
         raise Rejection("not_eligible", f"seeds take part only in a committed room; this "
@@ -106,7 +108,6 @@ def set_seed(tx: Tx, actor: str, cmd: c.SetSeed) -> None:
     tx.emit(SeatSeedSet(seat=actor, value=cmd.value))
 
 
-@handles(EndRoom)
 def end_room(tx: Tx, actor: str, cmd: EndRoom) -> None:
     f = tx.state.fairness
     tx.emit(RoomEnded(secret=None if f is None else f.secret,
@@ -157,29 +158,15 @@ class RoomEnded(Event):
 def outcome(event: Event, before: RoomState | None) -> tuple[list[str], list[str], bool] | None:
     """For an event carrying a derived outcome: the list it must have shuffled (by the
     state before it; None before the first event), what it recorded, and whether that is
-    a sample (a prefix of the shuffle) rather than the whole shuffle. None: no outcome."""
+    a sample (a prefix of the shuffle) rather than the whole shuffle. None: no outcome.
+    The effect that draws it says how (`Effect.outcomes`)."""
     rng = getattr(event, "rng", None)
     if rng is None:
         return None
-    if isinstance(event, RoomCreated):
-        amb = event.state.get("ambassadors") or {}
-        drawn = list(amb.get("cohort", []))
-        # The supply at creation, in the catalog's order of tokens (domain/layout.py):
-        # the tokens drawn and those left in it.
-        pool = set(drawn) | set(amb.get("supply", []))
-        return [t for t in TOKENS if t in pool], drawn, True
-    assert before is not None
-    if isinstance(event, DeckShuffled):
-        return list(before.deck), list(event.order), False
-    if isinstance(event, DiscardReshuffled):
-        return list(before.discard), list(event.order), False
-    if isinstance(event, PileShuffled):
-        return list(before.discard), list(event.order), False
-    if isinstance(event, AmbassadorCohortDrawn):
-        amb = before.ambassadors
-        assert amb is not None
-        return sorted(set(amb.supply) | set(amb.used)), list(event.cohort), True
-    raise ValueError(f"{event.type} carries an outcome no verifier knows")
+    drawn = HOUSE.outcomes.get(type(event))
+    if drawn is None:
+        raise ValueError(f"{event.type} carries an outcome no verifier knows")
+    return drawn(event, before)
 
 
 # --- the actions (domain/actions.py keeps those the rules accept) ---------------------
@@ -189,3 +176,16 @@ SEED = {"kind": "text", "min_length": 1, "max_length": 64, "of": "printable ASCI
 
 def seed_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
     yield {"type": "seed"}, {"value": SEED}  # a committed room's only (RULES 9)
+
+
+EFFECT = Effect(
+    name="fairness",
+    order=100,
+    commands=(SetSeed,),
+    operator=(EndRoom,),
+    any_time=(SetSeed, EndRoom),  # a seed (RULES 9); the operator may end a room at any time
+    handlers={SetSeed: set_seed, EndRoom: end_room},
+    events=(SeatSeedSet, RoomEnded),
+    view=view_part,
+    offers=(Offer("any_time", seed_candidates),),
+)

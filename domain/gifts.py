@@ -14,20 +14,34 @@ was recorded: in `state.gift`, beside the response slot.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
-from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.catalog import CARDS, Faction
+from dune_ledger.domain.commands import CardId, Command, EventId
 from dune_ledger.domain.custody import check_own_card
+from dune_ledger.domain.effect import Disclosure, Effect, Offer
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
-from dune_ledger.domain.responses import WindowKind, register
-from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.responses import WindowKind, window_view
+from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.state import GiftFacts, GiftOffer, ResponseWindow, RoomState
 from dune_ledger.domain.words import faction
 
 GIVER = "richese"
 KIND = "gift"
+
+
+class OfferGift(Command):
+    type: Literal["offer_gift"]
+    card: CardId
+    to: Faction
+
+
+class AnswerGift(Command):
+    type: Literal["answer_gift"]
+    event: EventId
+    accept: bool
 
 
 def offer_of(state: RoomState) -> ResponseWindow | None:
@@ -64,10 +78,10 @@ def _answers(state: RoomState, window: ResponseWindow, seat: str) -> Iterator[c.
             yield {"type": "answer_gift", "event": window.event, "accept": accept}, {}
 
 
-register(WindowKind(
+WINDOW = WindowKind(
     KIND, _never_resolved, asked=_ally, command="answer_gift", expire=None, answers=_answers,
     says="Accepting puts the offered card in your hand; refusing leaves it with Richese.",
-    shown=_card_shown))
+    shown=_card_shown)
 
 
 def _clear(state: RoomState, event: str) -> None:
@@ -149,8 +163,7 @@ class GiftDeclined(Event):
         return f"{faction(self.to)} declined the card {faction(self.giver)} offered"
 
 
-@handles(c.OfferGift)
-def offer_gift(tx: Tx, actor: str, cmd: c.OfferGift) -> None:
+def offer_gift(tx: Tx, actor: str, cmd: OfferGift) -> None:
     state = tx.state
     if actor != GIVER:
         raise Rejection("not_eligible", "only Richese offers cards to its ally")
@@ -165,8 +178,7 @@ def offer_gift(tx: Tx, actor: str, cmd: c.OfferGift) -> None:
                         turn=state.turn, phase=state.phase))
 
 
-@handles(c.AnswerGift)
-def answer_gift(tx: Tx, actor: str, cmd: c.AnswerGift) -> None:
+def answer_gift(tx: Tx, actor: str, cmd: AnswerGift) -> None:
     state = tx.state
     w = offer_of(state)
     if w is None or w.event != cmd.event:
@@ -204,3 +216,34 @@ def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
     if seat == GIVER and me.ally is not None:
         for cid in me.hand:
             yield {"type": "offer_gift", "card": cid, "to": me.ally}, {}
+
+
+# --- the view and what it discloses --------------------------------------------------
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
+    """An offer recorded before gifts were responses (v1) shows as the room's response."""
+    if state.gift is None or state.control.response is not None:
+        return {}
+    return {"response": window_view(state, offer_of(state), seat)}
+
+
+def gift_card(state: RoomState, seat: str) -> list[str]:
+    """The offered card, for the giver and the ally."""
+    gift = offer_of(state)
+    if gift is not None and seat in (gift.data["giver"], gift.data["to"]):
+        return [gift.data["card"]]
+    return []
+
+
+EFFECT = Effect(
+    name="gifts",
+    order=40,
+    commands=(OfferGift, AnswerGift),
+    handlers={OfferGift: offer_gift, AnswerGift: answer_gift},
+    events=(GiftOffered, GiftAccepted, GiftDeclined),
+    view=view_part,
+    offers=(Offer("offer", answer_candidates), Offer("move", action_candidates)),
+    windows=(WINDOW,),
+    discloses=Disclosure(seat=gift_card),
+)

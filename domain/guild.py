@@ -21,16 +21,23 @@ as evidence.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
+from dune_ledger.domain.commands import CardId, Command
+from dune_ledger.domain.effect import Effect, Offer
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
-from dune_ledger.domain.rules import Tx, handles
+from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.state import RoomState, ShippingCost
 from dune_ledger.domain.words import card, faction
 
 GUILD = "guild"
+
+
+class GuildStop(Command):
+    type: Literal["guild_stop"]
+    card: CardId
 
 
 def record(state: RoomState, card_id: str) -> ShippingCost | None:
@@ -99,8 +106,7 @@ def refundable(state: RoomState, rec: ShippingCost) -> bool:
     return not rec.claimed and rec.card in state.discard
 
 
-@handles(c.GuildStop)
-def guild_stop(tx: Tx, actor: str, cmd: c.GuildStop) -> None:
+def guild_stop(tx: Tx, actor: str, cmd: GuildStop) -> None:
     state = tx.state
     if state.mode != "advanced":
         raise Rejection("not_advanced", "the Guild's special stop is an advanced rule")
@@ -147,3 +153,13 @@ def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
         for rec in state.shipping_costs:
             if not rec.stopped:
                 yield {"type": "guild_stop", "card": rec.card}, {"card": COST_CARD}
+
+
+EFFECT = Effect(
+    name="guild",
+    order=90,
+    commands=(GuildStop,),
+    handlers={GuildStop: guild_stop},
+    events=(ShippingCostClaimed, ShipmentStopped, ShippingCostRefunded),
+    offers=(Offer("move", action_candidates),),
+)

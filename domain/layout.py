@@ -17,7 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dune_ledger.domain import fairness
 from dune_ledger.domain.ambassador import BG, COHORT_SIZE, ECAZ, TOKENS
-from dune_ledger.domain.catalog import CARDS, EXPANSIONS, Expansion, Faction, room_cards
+from dune_ledger.domain.catalog import (
+    CARDS,
+    EXPANSIONS,
+    NEWEST_CATALOG,
+    Expansion,
+    Faction,
+    room_cards,
+)
 from dune_ledger.domain.commands import COUNT_MAX, Amount, CardId, Count, describe_errors
 from dune_ledger.domain.errors import LayoutError
 from dune_ledger.domain.events import RoomCreated
@@ -33,6 +40,7 @@ from dune_ledger.domain.state import (
     Seat,
     ShippingCost,
 )
+from dune_ledger.domain.territories import Stronghold
 
 # No zone holds more cards than the whole catalog; a longer list repeats or invents ids.
 Cards = Annotated[list[CardId], Field(max_length=len(CARDS))]
@@ -59,7 +67,7 @@ class SeatLayout(Strict):
 
 class PlacedToken(Strict):
     token: Token
-    territory: Name
+    territory: Stronghold
 
 
 class AmbassadorLayout(Strict):
@@ -219,8 +227,9 @@ def committed_layout(layout: Layout) -> bool:
 
 
 def build_room(layout: Layout, room: str, randomness: Randomness,
-               secret: bytes | None = None) -> RoomCreated:
-    """Check that every physical card appears exactly once, and fill the deck.
+               secret: bytes | None = None, catalog: int = NEWEST_CATALOG) -> RoomCreated:
+    """Check that every physical card of the room's `catalog` appears exactly once, and
+    fill the deck.
 
     A committed layout needs the room's `secret` (32 bytes from the operating
     system): its deck stays unshuffled until the first draw, and its one draw here
@@ -232,7 +241,7 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
         commit = fairness.committed([s.faction for s in layout.seats], secret)
         randomness = fairness.derived(room, commit, 1)
     expansions = sorted(set(layout.expansions), key=EXPANSIONS.index)
-    physical = room_cards(tuple(expansions))
+    physical = room_cards(tuple(expansions), catalog)
     known = {cd.id for cd in physical}
 
     placed: list[str] = []
@@ -270,6 +279,7 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
         room=room,
         mode=layout.mode,
         expansions=list(expansions),
+        catalog=catalog,
         seed=layout.seed,
         turn=layout.turn,
         phase=layout.phase,

@@ -10,17 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import guild, semuta
 from dune_ledger.domain.catalog import CARDS, card_objects, is_box
+from dune_ledger.domain.commands import CardId, Command, EventId
 from dune_ledger.domain.custody import check_own_card
+from dune_ledger.domain.effect import HOUSE, Disclosure, Effect, Offer
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event, RngField, rng_public
-from dune_ledger.domain.rules import AFTER_DISCARD, Tx, handles
+from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.state import Control, Decision, RoomState, Search
 from dune_ledger.domain.words import card, faction
+
+
+class BeginSearch(Command):
+    type: Literal["begin_search"]
+    card: CardId
+
+
+class SelectCard(Command):
+    type: Literal["select_card"]
+    search: EventId
+    card: CardId
 
 
 class FeePaid(Event):
@@ -234,8 +247,7 @@ def full_hand_exchange(state: RoomState, faction: str) -> bool:
     return len(seat.hand) == seat.limit
 
 
-@handles(c.BeginSearch)
-def begin_search(tx: Tx, actor: str, cmd: c.BeginSearch) -> None:
+def begin_search(tx: Tx, actor: str, cmd: BeginSearch) -> None:
     state = tx.state
     check_begin(state, actor, cmd.card)
     promised = any(r.faction == actor and r.box == cmd.card for r in state.reservations)
@@ -266,8 +278,7 @@ def begin_search(tx: Tx, actor: str, cmd: c.BeginSearch) -> None:
         settle_search(tx, actor, search, only[0])
 
 
-@handles(c.SelectCard)
-def select_card(tx: Tx, actor: str, cmd: c.SelectCard) -> None:
+def select_card(tx: Tx, actor: str, cmd: SelectCard) -> None:
     settle_search(tx, actor, cmd.search, cmd.card)
 
 
@@ -297,6 +308,16 @@ def check_custody(state: RoomState, search: Search) -> None:
         )
 
 
+def search_lock(state: RoomState, actor: str, command: Command) -> None:
+    """RULES 3.3: while a search is open only its selection and what is accepted at any
+    time are; everything else is refused before any handler runs."""
+    if state.search is not None and not isinstance(command, (SelectCard, *HOUSE.any_time)):
+        raise Rejection(
+            "locked",
+            "a Nullentropy Box search is open: only its owner's selection is accepted",
+        )
+
+
 def settle_search(tx: Tx, actor: str, search_id: str, card_id: str) -> None:
     search = check_select(tx.state, actor, search_id, card_id)
     # RULES 3.5: retrieving the exact shipping-cost card claims its refund for ever
@@ -315,7 +336,7 @@ def settle_search(tx: Tx, actor: str, search_id: str, card_id: str) -> None:
     # RULES 3.6: the Box's final discard (never the retrieved card, never the
     # shuffle) sets off what any discard does (a Semuta window), after the parent is
     # restored.
-    for follow in AFTER_DISCARD:
+    for follow in HOUSE.after_discard:
         follow(tx, actor, [search.box], discarded)
 
 
@@ -411,3 +432,40 @@ def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
     for cid in state.seat(seat).hand:
         if is_box(cid):
             yield {"type": "begin_search", "card": cid}, {}
+
+
+# --- what the Box discloses (projections/guard.py withholds a row that names more) ------
+
+
+def in_inventory(state: RoomState, card_id: str) -> bool:
+    """A card of an open search's inventory below the top of the pile: where it is in
+    the pile, or whether it is still there, is nobody's to see (RULES 3.4)."""
+    search = state.search
+    return search is not None and card_id in search.discard and card_id not in state.discard[-1:]
+
+
+def retrieved(event: Event) -> list[str]:
+    """The card a search took: never named in the public log."""
+    return [event.card] if isinstance(event, CardRetrieved) else []
+
+
+def shuffled(event: PileShuffled, before: RoomState | None) -> tuple[list[str], list[str], bool]:
+    assert before is not None
+    return list(before.discard), list(event.order), False
+
+
+EFFECT = Effect(
+    name="nullentropy",
+    order=10,
+    commands=(BeginSearch, SelectCard),
+    handlers={BeginSearch: begin_search, SelectCard: select_card},
+    events=(FeePaid, PromiseFulfilled, SearchOpened, CardRetrieved, PileShuffled, BoxDiscarded,
+            SearchClosed),
+    view=view_part,
+    past_view=forget_closed,
+    offers=(Offer("any_time", selections), Offer("move", action_candidates)),
+    gates=(search_lock,),
+    outcomes={PileShuffled: shuffled},
+    discloses=Disclosure(seat=lambda state, seat: candidates(state, seat) or (),
+                         hidden=in_inventory, log=retrieved),
+)

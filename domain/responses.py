@@ -12,9 +12,10 @@ appends the close through `window_deadline`, a command only the system
 sends, so replay never reads a clock.
 
 The Karama kinds are answered with `respond`; another kind (a Semuta
-reaction, the gift offer) registers who it asks, its command name and what
-its deadline does. Every kind registers its words, what its view adds
-(`window_view`) and the answers a seat may send (`answer_candidates`).
+reaction, the gift offer) says who it asks, its command name and what its
+deadline does. Every kind says its words, what its view adds (`window_view`)
+and the answers a seat may send (`answer_candidates`); the effect that owns a
+kind declares it (`Effect.windows`).
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.commands import CardId, Command, EventId
 from dune_ledger.domain.custody import check_own_card, discard_card, offered_card
+from dune_ledger.domain.effect import HOUSE, Effect, Offer
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event
 from dune_ledger.domain.randomness import Randomness
-from dune_ledger.domain.rules import SYSTEM, SYSTEM_COMMANDS, Tx, continuation, decide, handles
+from dune_ledger.domain.rules import SYSTEM, Tx, decide
 from dune_ledger.domain.state import ResponseWindow, RoomState
 from dune_ledger.domain.words import card, faction, window
 
@@ -83,7 +86,7 @@ def karama_answers(state: RoomState, window: ResponseWindow,
 def close_allowed(tx: Tx, window: ResponseWindow) -> None:
     """Nobody cancelled in time: the advantage stands."""
     tx.emit(ResponseWindowClosed(event=window.event, kind=window.kind))
-    KINDS[window.kind].resolve(tx, window, None)
+    HOUSE.windows[window.kind].resolve(tx, window, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,19 +101,9 @@ class WindowKind:
     answers: Answers = karama_answers
 
 
-KINDS: dict[str, WindowKind] = {}
-
-
-def register(kind: WindowKind) -> WindowKind:
-    if kind.name in KINDS:
-        raise TypeError(f"response window kind {kind.name} registered twice")
-    KINDS[kind.name] = kind
-    return kind
-
-
 def waiting(state: RoomState, window: ResponseWindow) -> list[str]:
     """The seats still asked, in seating order: public facts only."""
-    kind = KINDS.get(window.kind)
+    kind = HOUSE.windows.get(window.kind)
     if kind is None:
         return []
     return [f for f in kind.asked(state, window) if f not in window.passes]
@@ -118,7 +111,7 @@ def waiting(state: RoomState, window: ResponseWindow) -> list[str]:
 
 def open_window(tx: Tx, kind: str, data: dict[str, Any]) -> str:
     """Open a window bound to the event that opens it; returns that event id."""
-    if kind not in KINDS:
+    if kind not in HOUSE.windows:
         raise ValueError(f"unknown response window kind {kind}")
     if tx.state.control.response is not None:
         # Callers refuse to start a flow while another window is open; never overwrite one.
@@ -129,6 +122,13 @@ def open_window(tx: Tx, kind: str, data: dict[str, Any]) -> str:
     return event
 
 
+class Respond(Command):
+    type: Literal["respond"]
+    event: EventId
+    action: Literal["pass", "karama"]
+    card: CardId | None = None
+
+
 def bound_window(state: RoomState, actor: str, event: str, command: str) -> ResponseWindow:
     """The open window a command quotes, checked for event, turn, phase and kind."""
     w = state.control.response
@@ -136,7 +136,7 @@ def bound_window(state: RoomState, actor: str, event: str, command: str) -> Resp
         raise Rejection("stale_event", "that response window is not open")
     if (state.turn, state.phase) != (w.turn, w.phase):
         raise Rejection("stale_event", "that response window belongs to another turn or phase")
-    kind = KINDS.get(w.kind)
+    kind = HOUSE.windows.get(w.kind)
     if kind is None or kind.command != command:
         raise Rejection("not_eligible", f"this window is not answered with '{command}'")
     if actor in w.passes:
@@ -146,8 +146,7 @@ def bound_window(state: RoomState, actor: str, event: str, command: str) -> Resp
     return w
 
 
-@handles(c.Respond)
-def respond(tx: Tx, actor: str, cmd: c.Respond) -> None:
+def respond(tx: Tx, actor: str, cmd: Respond) -> None:
     state = tx.state
     w = bound_window(state, actor, cmd.event, "respond")
     if cmd.action == "pass":
@@ -165,16 +164,15 @@ def respond(tx: Tx, actor: str, cmd: c.Respond) -> None:
     # Karama queues behind the flow instead of being overwritten by its next window.
     discard_card(tx, actor, cmd.card)
     tx.emit(ResponseCancelled(event=w.event, kind=w.kind, seat=actor, card=cmd.card))
-    KINDS[w.kind].resolve(tx, w, actor)
+    HOUSE.windows[w.kind].resolve(tx, w, actor)
 
 
-@continuation
 def close_unanswered(tx: Tx) -> bool:
     """Every seat asked has passed (or nobody was asked): the advantage stands."""
     w = tx.state.control.response
     if w is None:
         return False
-    kind = KINDS.get(w.kind)
+    kind = HOUSE.windows.get(w.kind)
     if kind is None or kind.command != "respond" or waiting(tx.state, w):
         return False
     close_allowed(tx, w)
@@ -184,15 +182,12 @@ def close_unanswered(tx: Tx) -> bool:
 # --- the deadline ------------------------------------------------------------------
 
 
-class WindowDeadline(c.Command):
+class WindowDeadline(Command):
     """Sent by the worker only (never parsed from a seat's JSON): the open window's
     deadline has passed, so it closes as its kind says."""
 
     type: Literal["window_deadline"] = "window_deadline"
     event: str
-
-
-SYSTEM_COMMANDS.add(WindowDeadline)
 
 
 def expired(state: RoomState, now: datetime) -> ResponseWindow | None:
@@ -213,12 +208,11 @@ def expire_window(state: RoomState, randomness: Randomness, now: datetime) -> Tx
     return decide(state, SYSTEM, WindowDeadline(event=w.event), randomness, now=now)
 
 
-@handles(WindowDeadline)
 def window_deadline(tx: Tx, actor: str, cmd: WindowDeadline) -> None:
     w = tx.state.control.response
     if w is None or w.event != cmd.event:
         raise Rejection("stale_event", "that response window is not open")
-    kind = KINDS.get(w.kind)
+    kind = HOUSE.windows.get(w.kind)
     if tx.now is None or expired(tx.state, tx.now) is not w or kind is None \
             or kind.expire is None:
         raise Rejection("not_eligible", "that window's deadline has not passed")
@@ -334,7 +328,7 @@ def window_view(state: RoomState, w: ResponseWindow | None,
     and its deadline: all public, all from public facts; then what its kind adds."""
     if w is None:
         return None
-    kind = KINDS.get(w.kind)
+    kind = HOUSE.windows.get(w.kind)
     view = {"kind": w.kind, "event": w.event, "passes": list(w.passes),
             "waiting": waiting(state, w),
             "deadline": w.deadline,
@@ -354,6 +348,19 @@ def window_view(state: RoomState, w: ResponseWindow | None,
 def answer_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
     """The answers to the open window, as its kind offers them."""
     w = state.control.response
-    kind = None if w is None else KINDS.get(w.kind)
+    kind = None if w is None else HOUSE.windows.get(w.kind)
     if w is not None and kind is not None:
         yield from kind.answers(state, w, seat)
+
+
+EFFECT = Effect(
+    name="responses",
+    order=70,
+    commands=(Respond,),
+    system=(WindowDeadline,),
+    handlers={Respond: respond, WindowDeadline: window_deadline},
+    events=(ResponseWindowOpened, ResponsePassed, ResponseCancelled, ResponseWindowClosed,
+            ResponseDeadlinePassed),
+    offers=(Offer("window", answer_candidates),),
+    continuations=(close_unanswered,),
+)

@@ -1,57 +1,26 @@
 """The decision core: a command and a state in, events out (or a Rejection).
 
-Every rules module registers its command handlers here with `@handles`, and
-its automatic continuations with `@continuation`. `decide` is the only way
-into the rules; `apply` the only way a state changes. This module imports no
-rules module: `domain/game.py` loads them all, so their registrations are in.
+`decide` is the only way into the rules; `apply` the only way a state changes. The
+handlers, gates and continuations it runs are the effects' declarations, collected
+into `effect.HOUSE` by `domain/game.py`; this module imports no effect module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from dune_ledger.domain import commands as c
+from dune_ledger.domain.commands import Command
+from dune_ledger.domain.effect import HOUSE, Handler
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event, RoomCreated
 from dune_ledger.domain.randomness import Randomness
 from dune_ledger.domain.state import RoomState
 
-C = TypeVar("C", bound=c.Command)
-Handler = Callable[["Tx", str, Any], None]
-
-HANDLERS: dict[type[c.Command], Handler] = {}
-CONTINUATIONS: list[Callable[[Tx], bool]] = []
-# Room-wide refusals after the search lock (e.g. Truthtrance answer-first): each
-# raises a Rejection or returns; registered by the rules module that owns it.
-GATES: list[Callable[[RoomState, str, c.Command], None]] = []
-# What a single-seat discard sets off (RULES 3.6, a Semuta window): custody's discard
-# calls each with the discarder, the cards and the discard's event id.
-AFTER_DISCARD: list[Callable[[Tx, str, list[str], str], None]] = []
-
-# Accepted at any time, an open search or a question awaiting its answer included:
-# seat control (RULES 3.7, a seat's seed: RULES 9); the operator's end is added by its
-# module. While a search is open only these and its bound selection are accepted
-# (RULES 3.3); everything else is refused before any handler runs.
-AT_ANY_TIME: list[type[c.Command]] = [c.SetAutopilot, c.SetSeed]
-# The sender of the commands the worker appends (a window's deadline): no seat.
+# The sender of the commands the operator and the worker append (the end of a room, a
+# window's deadline): no seat.
 SYSTEM = "system"
-SYSTEM_COMMANDS: set[type[c.Command]] = set()  # filled by the rules modules that own them
-
-
-def handles(command_type: type[C]) -> Callable[[Callable[[Tx, str, C], None]], Any]:
-    def register(fn: Callable[[Tx, str, C], None]) -> Callable[[Tx, str, C], None]:
-        HANDLERS[command_type] = fn
-        return fn
-
-    return register
-
-
-def continuation(fn: Callable[[Tx], bool]) -> Callable[[Tx], bool]:
-    """Register an automatic step: returns True when it emitted something."""
-    CONTINUATIONS.append(fn)
-    return fn
 
 
 class Tx:
@@ -103,7 +72,7 @@ class Tx:
         return None if rng is None else rng.model_dump()
 
 
-def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomness,
+def decide(state: RoomState, actor: str, command: Command, randomness: Randomness,
            *, in_place: bool = False, now: datetime | None = None) -> Tx:
     """The events `command` appends, applied to a copy of `state` (`Tx.state`); or a
     Rejection, `state` untouched.
@@ -121,26 +90,22 @@ def decide(state: RoomState, actor: str, command: c.Command, randomness: Randomn
     return tx
 
 
-def admit(state: RoomState, actor: str, command: c.Command) -> Handler:
-    """The room-wide refusals every command meets before its handler; its handler.
+def admit(state: RoomState, actor: str, command: Command) -> Handler:
+    """The room-wide refusals every command meets before its handler (the effects'
+    gates: a Box search's lock, Truthtrance's answer-first); its handler.
 
     `domain.actions` asks the same, so a listed action is one `decide` accepts.
     """
-    if (type(command) in SYSTEM_COMMANDS) != (actor == SYSTEM):
+    if (type(command) in HOUSE.from_system) != (actor == SYSTEM):
         # The worker's own commands are never accepted from a seat, and it sends no other.
         raise Rejection("not_eligible", "that command is not accepted from this sender")
     if actor != SYSTEM and not state.has_seat(actor):
         raise Rejection("unknown_seat", "that faction has no seat in this room")
     if state.ended is not None:
         raise Rejection("room_ended", "the room has ended: it takes no more commands")
-    if state.search is not None and not isinstance(command, (c.SelectCard, *AT_ANY_TIME)):
-        raise Rejection(
-            "locked",
-            "a Nullentropy Box search is open: only its owner's selection is accepted",
-        )
-    for gate in GATES:
+    for gate in HOUSE.gates:
         gate(state, actor, command)
-    handler = HANDLERS.get(type(command))
+    handler = HOUSE.handlers.get(type(command))
     if handler is None:
         raise Rejection("not_implemented", "that command is not implemented yet")
     return handler
@@ -150,11 +115,12 @@ def settle(tx: Tx) -> None:
     """Run automatic continuations until none applies; never while a search is open."""
     progressed = True
     while progressed and tx.state.search is None:
-        progressed = any(step(tx) for step in CONTINUATIONS)
+        progressed = any(step(tx) for step in HOUSE.continuations)
 
 
 def initial_state(event: RoomCreated) -> RoomState:
-    state = RoomState.model_validate(event.state)
+    # The room state's class with every effect's part (`effect.Part`).
+    state = HOUSE.state.model_validate(event.state)
     state.version = 1
     return state
 

@@ -31,19 +31,28 @@ public, and so is a pass (everyone is asked, so a pass names nobody's cards).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain.catalog import CARDS, card_objects
+from dune_ledger.domain.commands import CardId, Command, EventId
 from dune_ledger.domain.custody import check_own_card, discard_card
+from dune_ledger.domain.effect import Effect
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import DeadlineSinceV2, Event
-from dune_ledger.domain.responses import WindowKind, holding_cards, register
-from dune_ledger.domain.rules import AFTER_DISCARD, Tx, continuation, handles
+from dune_ledger.domain.responses import WindowKind, holding_cards
+from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.state import ResponseWindow, RoomState, SemutaQueue
 from dune_ledger.domain.words import card, faction
 
 KIND = "semuta"
+
+
+class Semuta(Command):
+    type: Literal["semuta"]
+    event: EventId
+    action: Literal["pass", "take"]
+    card: CardId | None = None
 
 
 def is_semuta(card_id: str) -> bool:
@@ -131,11 +140,11 @@ def _answers(state: RoomState, window: ResponseWindow, seat: str) -> Iterator[c.
             yield {"type": "semuta", "event": window.event, "action": "take", "card": cid}, {}
 
 
-register(WindowKind(
+WINDOW = WindowKind(
     KIND, _never_resolved, asked=asked, command="semuta", expire=close, answers=_answers,
     says=("The holder of the Semuta Drug may take the discarded card and then discards "
           "Semuta; anyone else can only pass."),
-    shown=_passes_shown))
+    shown=_passes_shown)
 
 
 # --- events -------------------------------------------------------------------
@@ -264,10 +273,6 @@ def after_discard(tx: Tx, discarder: str, cards: list[str], event: str) -> None:
         phase=state.phase))
 
 
-AFTER_DISCARD.append(after_discard)
-
-
-@continuation
 def settle_semuta(tx: Tx) -> bool:
     state = tx.state
     w = open_window(state)
@@ -285,8 +290,7 @@ def settle_semuta(tx: Tx) -> bool:
 # --- the command ------------------------------------------------------------------
 
 
-@handles(c.Semuta)
-def semuta(tx: Tx, actor: str, cmd: c.Semuta) -> None:
+def semuta(tx: Tx, actor: str, cmd: Semuta) -> None:
     state = tx.state
     w = open_window(state)
     if w is None or w.event != cmd.event:
@@ -338,3 +342,16 @@ def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
         part["can_take"] = part["eligible"] and free_semuta(state, seat) is not None
     return {"semuta": part}
 
+
+EFFECT = Effect(
+    name="semuta",
+    order=80,
+    commands=(Semuta,),
+    handlers={Semuta: semuta},
+    events=(SemutaReactionQueued, SemutaWindowOpened, SemutaPassed, SemutaTaken,
+            SemutaWindowClosed),
+    view=view_part,
+    windows=(WINDOW,),
+    continuations=(settle_semuta,),
+    after_discard=(after_discard,),
+)

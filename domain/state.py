@@ -3,6 +3,11 @@
 State is only ever changed by applying events (`domain.rules.apply`). It is
 plain pydantic so that it dumps to canonical JSON for snapshots and the
 audit's state hash.
+
+The effects written before an effect could declare its part of the state
+(`effect.Part`) keep theirs here, where they were, so that every stored state
+reads and dumps as it did; a new effect declares its part, and `domain/game.py`
+adds it to this class (`game.RoomState`).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dune_ledger.domain.catalog import Faction, hand_limit
+from dune_ledger.domain.catalog import FIRST_CATALOG, Faction, hand_limit, room_cards
 
 Mode = Literal["basic", "advanced"]
 Profile = Literal["easy", "medium", "hard", "brutal"]
@@ -24,6 +29,11 @@ class Model(BaseModel):
 def absent(value: Any) -> bool:
     """A field left out of the stored JSON while it holds nothing."""
     return value is None
+
+
+def first_catalog(value: int) -> bool:
+    """A room of the first catalog, which every room made before catalogs is."""
+    return value == FIRST_CATALOG
 
 
 class Seat(Model):
@@ -222,6 +232,9 @@ class RoomState(Model):
     room: str
     mode: Mode
     expansions: list[str]
+    # The catalog the room was created with (domain/catalog.py): left out of the stored
+    # JSON for the first, so that a room made before catalogs reads as what it is.
+    catalog: int = Field(default=FIRST_CATALOG, exclude_if=first_catalog)
     seed: int | None = None
     turn: int
     phase: int
@@ -286,6 +299,10 @@ class RoomState(Model):
             if card_id in s.hand:
                 return s.faction
         return None
+
+    def cards(self) -> tuple[str, ...]:
+        """Every physical card of this room, in catalog order: each is in one zone."""
+        return tuple(c.id for c in room_cards(tuple(self.expansions), self.catalog))
 
     def zones(self) -> dict[str, list[str]]:
         zones = {"deck": self.deck, "discard": self.discard, "cache": self.cache,

@@ -17,20 +17,39 @@ releases it in this slice, so it stays reserved.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from dune_ledger.domain import commands as c
 from dune_ledger.domain import words
-from dune_ledger.domain.catalog import CARDS, card, is_box
+from dune_ledger.domain.catalog import CARDS, Faction, card, is_box
+from dune_ledger.domain.commands import CardId, Command, EventId, Promise
 from dune_ledger.domain.custody import check_own_card, discard_card
+from dune_ledger.domain.effect import HOUSE, Effect, Offer
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
 from dune_ledger.domain.nullentropy import FEE
-from dune_ledger.domain.rules import AT_ANY_TIME, GATES, Tx, handles
+from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.state import Question, QuestionFacts, Reservation, RoomState
 from dune_ledger.domain.words import faction
 
 REASON = "truthtrance"
+
+
+class AskTruthtrance(Command):
+    type: Literal["ask_truthtrance"]
+    card: CardId
+    target: Faction
+    question: Annotated[str, Field(min_length=1, max_length=500)]
+
+
+class AnswerTruthtrance(Command):
+    type: Literal["answer_truthtrance"]
+    event: EventId
+    answer: Literal["yes", "no"]
+    promise: Promise | None = None
+
 
 def is_truthtrance(card_id: str) -> bool:
     return card_id in CARDS and CARDS[card_id].effect == "truthtrance"
@@ -96,24 +115,21 @@ class TruthtranceAnswered(Event):
 # --- the answer-first gate ------------------------------------------------------
 
 
-def answer_first(state: RoomState, actor: str, command: c.Command) -> None:
+def answer_first(state: RoomState, actor: str, command: Command) -> None:
     """While a question waits, only its answer and what is accepted at any time."""
     if state.truthtrance is not None and \
-            not isinstance(command, (c.AnswerTruthtrance, *AT_ANY_TIME)):
+            not isinstance(command, (AnswerTruthtrance, *HOUSE.any_time)):
         raise Rejection(
             "truthtrance_pending",
             f"{state.truthtrance.target} must answer the Truthtrance question first",
         )
 
 
-GATES.append(answer_first)
-
 
 # --- commands -------------------------------------------------------------------
 
 
-@handles(c.AskTruthtrance)
-def ask_truthtrance(tx: Tx, actor: str, cmd: c.AskTruthtrance) -> None:
+def ask_truthtrance(tx: Tx, actor: str, cmd: AskTruthtrance) -> None:
     state = tx.state
     check_own_card(state, actor, cmd.card)
     if not is_truthtrance(cmd.card):
@@ -128,8 +144,7 @@ def ask_truthtrance(tx: Tx, actor: str, cmd: c.AskTruthtrance) -> None:
         question=cmd.question, turn=state.turn, phase=state.phase))
 
 
-@handles(c.AnswerTruthtrance)
-def answer_truthtrance(tx: Tx, actor: str, cmd: c.AnswerTruthtrance) -> None:
+def answer_truthtrance(tx: Tx, actor: str, cmd: AnswerTruthtrance) -> None:
     state = tx.state
     pending = state.truthtrance
     if pending is None or pending.event != cmd.event:
@@ -205,3 +220,15 @@ def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
             for target in others:
                 yield ({"type": "ask_truthtrance", "card": cid, "target": target},
                        {"question": QUESTION})
+
+
+EFFECT = Effect(
+    name="truthtrance",
+    order=50,
+    commands=(AskTruthtrance, AnswerTruthtrance),
+    handlers={AskTruthtrance: ask_truthtrance, AnswerTruthtrance: answer_truthtrance},
+    events=(TruthtranceAsked, TruthtranceAnswered),
+    view=view_part,
+    offers=(Offer("question", answer_candidates), Offer("move", action_candidates)),
+    gates=(answer_first,),
+)

@@ -1,7 +1,7 @@
 """What each seat may see (RULES 3.4, 4.4): the only place views are put together.
 
-Each effect renders its own part (its module's `view_part`, a window kind's
-`shown`); this module joins them to the room's public facts. A seat's view
+Each effect renders its own part (its declared `view`, a window kind's `shown`);
+this module joins them to the room's public facts. A seat's view
 shows its own spice, hand, reservations and receipts, and for everyone else
 only counts and public facts. The candidate list of a search appears only in
 its owner's view and only while it is open. The public view is a seat view
@@ -13,19 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dune_ledger.domain import ambassador, fairness, nullentropy, semuta, truthtrance
 from dune_ledger.domain.actions import actions
 from dune_ledger.domain.catalog import CARDS, card_objects
+from dune_ledger.domain.effect import HOUSE
 from dune_ledger.domain.events import Event
-from dune_ledger.domain.gifts import offer_of
 from dune_ledger.domain.responses import window_view
 from dune_ledger.domain.state import RoomState
-
-# Each effect's part of every view: (state, the seat or None for the public view) -> its
-# keys. A part shows a seat only what that seat may know; the window kinds add theirs
-# to `response` (responses.WindowKind.shown).
-PARTS = (ambassador.view_part, nullentropy.view_part, truthtrance.view_part,
-         semuta.view_part, fairness.view_part)
 
 
 def _common(state: RoomState, seat: str | None) -> dict[str, Any]:
@@ -38,9 +31,12 @@ def _common(state: RoomState, seat: str | None) -> dict[str, Any]:
         "phase": state.phase,
         "deck": {"count": len(state.deck)},
         "discard": {"count": len(state.discard), "top": CARDS[top].public() if top else None},
-        "response": window_view(state, state.control.response or offer_of(state), seat),
+        "response": window_view(state, state.control.response, seat),
     }
-    for part in PARTS:
+    # Each effect's part: (state, the seat or None for the public view) -> its keys. A
+    # part shows a seat only what that seat may know; the window kinds add theirs to
+    # `response` (responses.WindowKind.shown).
+    for part in HOUSE.views:
         view.update(part(state, seat))
     view["ended"] = False if state.ended is None else state.ended
     return view
@@ -79,7 +75,8 @@ def public_view(state: RoomState) -> dict[str, Any]:
 def seat_view_at(past: RoomState, now: RoomState, faction: str) -> dict[str, Any]:
     """A past view, as far as it is still the seat's to see now."""
     view = seat_view(past, faction)
-    nullentropy.forget_closed(view, now)
+    for forget in HOUSE.past_views:
+        forget(view, now)
     return view
 
 

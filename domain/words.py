@@ -5,6 +5,7 @@ views and the pages (`PAGE_WORDS`)."""
 from __future__ import annotations
 
 from dune_ledger.domain.catalog import CARDS
+from dune_ledger.domain.territories import TERRITORIES
 
 FACTIONS = {
     "atreides": "Atreides", "harkonnen": "Harkonnen", "emperor": "Emperor",
@@ -50,7 +51,9 @@ def card(card_id: str | None) -> str:
 
 
 def place(territory: str) -> str:
-    return territory.replace("_", " ").replace("-", " ").title()
+    """A territory's name on the map; an old stream's free text, title-cased."""
+    known = TERRITORIES.get(territory)
+    return known if known is not None else territory.replace("_", " ").replace("-", " ").title()
 
 
 def window(kind: str) -> str:
@@ -68,4 +71,4 @@ def stage(name: str) -> str:
 # What the pages draw ids with (infrastructure/page.py hands it to them), so that every
 # name a player reads comes from here.
 PAGE_WORDS = {"factions": FACTIONS, "windows": WINDOWS, "phases": PHASES, "via": VIA,
-              "stages": STAGES}
+              "stages": STAGES, "territory": TERRITORIES}

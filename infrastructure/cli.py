@@ -377,7 +377,7 @@ def cmd_projections_rebuild(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from dune_ledger.projections import ReadModels
+    from dune_ledger.projections.read_models import ReadModels
 
     with rooms(args) as app:
         models = app.read_models
@@ -503,17 +503,13 @@ def examples(*lines: str) -> str:
 
 def command_types() -> str:
     """Every command type and its fields, from the command models themselves."""
-    from dune_ledger.domain.game import SYSTEM_COMMANDS, Command
+    from dune_ledger.domain.game import COMMANDS, Command
 
     common = set(Command.model_fields)
     lines = []
-    for cls in Command.__subclasses__():
-        if cls in SYSTEM_COMMANDS:
-            continue  # the worker's and the operator's own, never a seat's
-        fields = {name: f for name, f in cls.model_fields.items()
-                  if name not in common and name != "type"}
-        kind = cls.model_fields["type"].annotation
-        name = getattr(kind, "__args__", ("?",))[0]
+    for name, cls in COMMANDS.items():
+        fields = {field: f for field, f in cls.model_fields.items()
+                  if field not in common and field != "type"}
         shown = ", ".join(n if f.is_required() else f"[{n}]" for n, f in fields.items())
         lines.append(f"  {name:<20} {shown}")
     return ("command types (every command may also carry command_id and "

@@ -23,13 +23,19 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import strtobool
 
 from dune_ledger.application.rooms import RandomnessFactory, RoomsApp
-from dune_ledger.application.stream import Recorded, RoomSnapshot, Undecodable, signed, unsigned
-from dune_ledger.domain.game import EVENT_TYPES
+from dune_ledger.application.stream import (
+    STORED_TYPES,
+    Recorded,
+    RoomSnapshot,
+    Undecodable,
+    signed,
+    unsigned,
+)
 from dune_ledger.infrastructure import observability, randomness
 from dune_ledger.infrastructure.errors import StoreUnavailable, UsageError
 from dune_ledger.infrastructure.keys import Keys
 from dune_ledger.infrastructure.settings import OUR_RECORDER, PREFIX, Settings, current
-from dune_ledger.projections import open_read_models
+from dune_ledger.projections.read_models import open_read_models
 
 
 class OrjsonTranscoder(Transcoder):
@@ -127,7 +133,7 @@ class RoomMapper(Mapper[UUID]):
                  stored: bytes) -> Recorded | Undecodable:
         """The event of one stored row (`stored`: as the store holds it, encrypted or
         not; or an exported row's plain stored JSON), or an Undecodable."""
-        cls = EVENT_TYPES.get(topic)
+        cls = STORED_TYPES.get(topic)
         if cls is None:
             return Undecodable(room_id, version, topic, "its event type is not one of ours")
         try:

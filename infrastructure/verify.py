@@ -38,11 +38,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from dune_ledger.application.rooms import RoomsApp
-
-# The stream's module also registers SeatTokenReissued, a stored event type.
-from dune_ledger.application.stream import APPEND, GENESIS, chain_hash
+from dune_ledger.application.stream import APPEND, GENESIS, STORED_TYPES, chain_hash
 from dune_ledger.domain.game import (
-    EVENT_TYPES,
     AmbassadorCohortDrawn,
     CardDrawn,
     DeckShuffled,
@@ -199,7 +196,7 @@ def _decode(lines: list[dict[str, Any]], payloads: list[dict[str, Any]], report:
     out = []
     for i, (line, payload) in enumerate(zip(lines, payloads, strict=True)):
         version = i + 1
-        cls = EVENT_TYPES.get(line["type"])
+        cls = STORED_TYPES.get(line["type"])
         try:
             assert cls is not None, "an unknown event type"
             fact, v = payload["fact"], payload["v"]

@@ -3,16 +3,18 @@
 The views come from `domain.views`; this module does not shape them, it only
 refuses to store one that names a card its reader may not know:
 
-- the public view and public log entries never name a card in the deck, a
-  card of an open search's inventory below the top of the pile (the
-  candidates and the pile order), nor the card a search retrieved;
+- the public view and public log entries never name a card an effect keeps
+  hidden from all (the deck; an open search's inventory below the top of the
+  pile: the candidates and the pile order), nor one an event's entry must not
+  name (the card a search retrieved);
 - a seat's view names nothing beyond the public view except that seat's own
-  hand, its own open search's candidates, its own receipts and a gift offered
-  by or to it;
+  hand and what the effects disclose to it (its own open search's candidates,
+  its own receipts, a gift offered by or to it);
 - no row carries a committed room's secret before the room has ended (RULES 9).
 
 A refused row is replaced by a withheld marker (fail closed) rather than
-stopping the projection, so one bad rule module cannot blind every room.
+stopping the projection, so one bad rule module cannot blind every room. What
+each effect discloses to whom is its own declaration (`Effect.discloses`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dune_ledger.domain.game import CARDS, CardRetrieved, Event, RoomState, candidates, offer_of
+from dune_ledger.domain.game import CARDS, Event, RoomState, disclosed, hidden, kept_from_log, zones
 
 TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # Every byte that cannot be part of a TOKEN (non-ASCII UTF-8 bytes included) as a space.
@@ -44,16 +46,13 @@ def card_ids(text: str) -> set[str]:
     return {CARD_BYTES[w] for w in CARD_KEYS.intersection(words.split())}
 
 
-def is_secret_to_all(state: RoomState, cid: str) -> bool:
-    """A card nobody may see named: in the deck, or in an open search's inventory."""
-    search = state.search
-    return cid in state.deck or (search is not None and cid in search.discard
-                                 and cid not in state.discard[-1:])
+# A card nobody may see named, by the effects: in the deck, in an open search's inventory.
+is_secret_to_all = hidden
 
 
 def secret_to_all(state: RoomState) -> set[str]:
-    inventory = state.search.discard if state.search is not None else []
-    return {cid for cid in [*state.deck, *inventory] if is_secret_to_all(state, cid)}
+    return {cid for zone in zones(state).values() for cid in zone
+            if is_secret_to_all(state, cid)}
 
 
 SECRET = "the room's secret"  # what a leak of it is reported as, among card ids
@@ -78,8 +77,8 @@ def public_leaks(state: RoomState, text: str, event: Event | None = None,
         named = frozenset(card_ids(text))
     if not named:
         return set()
-    retrieved = event.card if isinstance(event, CardRetrieved) else None
-    return {cid for cid in named if cid == retrieved or is_secret_to_all(state, cid)}
+    kept = kept_from_log(event) if event is not None else set()
+    return {cid for cid in named if cid in kept or is_secret_to_all(state, cid)}
 
 
 def seat_leaks(state: RoomState, seat: str, text: str, public_ids: set[str]) -> set[str]:
@@ -88,15 +87,7 @@ def seat_leaks(state: RoomState, seat: str, text: str, public_ids: set[str]) -> 
     named = card_ids(text) - public_ids
     if not named:
         return named
-    allowed = set(state.seat(seat).hand)
-    allowed.update(candidates(state, seat) or ())
-    for r in state.receipts:
-        if r.buyer == seat:
-            allowed.update(c for c in (r.card, getattr(r, "bonus", None)) if c is not None)
-    gift = offer_of(state)
-    if gift is not None and seat in (gift.data["giver"], gift.data["to"]):
-        allowed.add(gift.data["card"])
-    return named - allowed
+    return named - set(state.seat(seat).hand) - disclosed(state, seat)
 
 
 def withheld_view(state: RoomState, seat: str | None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The figures of issue 25 ("the house"): how far a reader must follow the code.
+"""The figures of issues 25 and 34 ("the house"): how far a reader must follow the code,
+and what adding an effect takes.
 
 1. A Box command's path: one `POST /rooms/{room}/commands` with a `begin_search`, through
    FastAPI's TestClient over a RoomsApp on `memory://`, traced with `sys.setprofile` in
@@ -22,8 +23,15 @@
    command (the read models catch up, the room's views are read); and the application
    functions it and `GET /view` read a view through (one read path, or two).
 3. Import circles among the `dune_ledger.*` modules (`ast`; imports under
-   `if TYPE_CHECKING:` do not run, so they do not count).
+   `if TYPE_CHECKING:` do not run, so they do not count), package `__init__` modules
+   counted: importing `a.b.c` runs `a.b`'s `__init__` first, so each module imports the
+   packages it is in.
 4. The longest production functions (`ast`, nested functions on their own).
+5. Adding an effect: the sample effect of `tests/effects/` (its module and its card) is
+   added to a copy of the repository as whoever adds one would; the production files
+   the copy then changes are counted, and `tests/effects/check_spice_glass.py` plays it
+   there (listed, accepted, shown to its owner only, replayed, audited).
+6. The production files that read the environment (`os.environ`, `os.getenv`; `ast`).
 
 For the files touched: a call's caller is the innermost project frame below it in its
 thread, library frames in between skipped (eventsourcing calling the mapper, pydantic a
@@ -34,7 +42,8 @@ a call between two project files; a layer change, a call between two top-level f
 Generator and coroutine resumptions and comprehensions are not calls.
 
 Run from the repository root: `python -m scripts.house_figures [--json] [--verbose]`
-(`--verbose` prints the main line's stacks, the functions in each file).
+(`--verbose` prints the main line's stacks, the functions in each file; `--static` the
+figures read from the files alone: 3, 4 and 6).
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ import importlib
 import json
 import os
 import pkgutil
+import shutil
+import subprocess
 import sys
 import threading
 from collections import Counter
@@ -86,7 +97,7 @@ def project_file(filename: str) -> str | None:
     """`filename` relative to the repository (`domain/rules.py`), or None outside the
     package."""
     path = Path(filename).resolve()
-    if not any(path.is_relative_to(root) for root in folders().values()):
+    if not any(path.is_relative_to(root.resolve()) for root in folders().values()):
         return None
     return path.relative_to(repository()).as_posix()
 
@@ -414,9 +425,17 @@ def application_entries(calls: list[Call]) -> list[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Each package module -> the package modules it imports (when run or called)."""
+    """Each package module -> the package modules it imports (when run or called), and
+    the packages it is in: importing `a.b.c` runs `a/__init__` and `a.b/__init__` first,
+    so a package's `__init__` that imports one of its modules is in a circle with it."""
     known = modules()
-    return {name: imported(name, path, known) for name, path in known.items()}
+    return {name: imported(name, path, known) | packages_of(name, known)
+            for name, path in known.items()}
+
+
+def packages_of(name: str, known: dict[str, Path]) -> set[str]:
+    parts = name.split(".")
+    return {p for i in range(1, len(parts)) if (p := ".".join(parts[:i])) in known}
 
 
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
@@ -537,10 +556,104 @@ def functions_in(node: ast.AST, file: str, prefix: str) -> list[Function]:
 # --- the report ----------------------------------------------------------------------------
 
 
+# --- 5: adding an effect -------------------------------------------------------------------
+
+SAMPLE = "tests/effects/spice_glass"  # the sample effect: its module (.py) and its card (.json)
+SAMPLE_CHECK = "tests/effects/check_spice_glass.py"  # plays it where it was added
+
+
+def copied_tree(into: Path) -> dict[str, str]:
+    """A copy of the repository's files (tracked, and new ones not ignored) at
+    `into/tree`, importable from there as the package, its folders linked into it as
+    pyproject.toml's package-dir maps them: the environment that runs Python on the copy
+    (`into/tree` as its working directory)."""
+    root, tree = repository(), into / "tree"
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=root, capture_output=True,
+                            check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (root / name).is_file():  # not one deleted in the checkout, not yet in git
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, tree / name)
+    for name, folder in folders().items():
+        package = tree / Path(*name.split("."))
+        if not package.exists():
+            package.symlink_to(tree / folder.relative_to(root))
+    return {**os.environ, "PYTHONPATH": str(tree)}
+
+
+def add_sample_card(tree: Path) -> None:
+    """The sample effect's card, in the catalog after the newest (domain/catalog.py)."""
+    path = tree / "domain" / "cards.json"
+    data = json.loads(path.read_text())
+    card = json.loads((repository() / f"{SAMPLE}.json").read_text())
+    card["since"] = max(c.get("since", 1) for c in data["cards"]) + 1
+    data["cards"].append(card)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def add_sample_module(tree: Path) -> None:
+    module = repository() / f"{SAMPLE}.py"
+    shutil.copy2(module, tree / "domain" / module.name)
+
+
+def changed_files(tree: Path) -> list[str]:
+    """The files outside `tests/` that the copy at `tree` adds or changes."""
+    root, out = repository(), []
+    for path in sorted(tree.rglob("*")):
+        name = path.relative_to(tree)
+        if name.parts[0] == "tests" or "__pycache__" in name.parts or path.is_dir() \
+                or path.is_symlink():  # the package's folders, linked in by `copied_tree`
+            continue
+        theirs = root / name
+        if not (theirs.is_file() and theirs.read_bytes() == path.read_bytes()):
+            out.append(name.as_posix())
+    return out
+
+
+def run_tests(tree: Path, env: dict[str, str], *tests: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           *tests], cwd=tree, env=env, capture_output=True, text=True)
+
+
+def sample_effect_figures() -> dict[str, Any]:
+    """Add the sample effect to a copy of the repository, as whoever adds one would, and
+    play it there: the production files that took, and whether it is listed, accepted,
+    shown to its owner only, replayed and audited (`SAMPLE_CHECK`)."""
+    with TemporaryDirectory() as tmp:
+        env = copied_tree(Path(tmp))
+        tree = Path(tmp) / "tree"
+        add_sample_card(tree)
+        add_sample_module(tree)
+        changed = changed_files(tree)
+        played = run_tests(tree, env, SAMPLE_CHECK).returncode == 0
+    return {"files_changed": len(changed), "changed": changed, "plays": played}
+
+
+# --- 6: who reads the environment ----------------------------------------------------------
+
+ENVIRON = ("environ", "environb", "getenv", "getenvb")
+
+
+def environ_readers() -> list[str]:
+    """The production files that read the environment: `os.environ`, `os.getenv` (or the
+    same imported from `os`)."""
+    out = []
+    for path in modules().values():
+        tree = ast.parse(path.read_text(), str(path))
+        if any((isinstance(n, ast.Attribute) and n.attr in ENVIRON
+                and isinstance(n.value, ast.Name) and n.value.id == "os")
+               or (isinstance(n, ast.ImportFrom) and n.module == "os"
+                   and any(a.name in ENVIRON for a in n.names)) for n in ast.walk(tree)):
+            out.append(path.relative_to(repository()).as_posix())
+    return sorted(out)
+
+
 def figures(trace: bool = True) -> dict[str, Any]:
     longest = functions()
     out: dict[str, Any] = {}
     if trace:
+        out["sample_effect"] = sample_effect_figures()
         paths = traced_paths()
         out["box_main_line"] = main_line_figures(paths["box_command"].moments)
         out["box_command"] = path_figures(paths["box_command"].calls)
@@ -552,11 +665,18 @@ def figures(trace: bool = True) -> dict[str, Any]:
     out["import_circles"] = {"count": len(circles), "circles": circles}
     out["functions"] = {"over_80": sum(f.lines > LONG for f in longest),
                         "longest": [vars(f) for f in longest[:5]]}
+    out["environ_readers"] = environ_readers()
     return out
 
 
 def table(out: dict[str, Any], verbose: bool = False) -> str:
     lines = []
+    if "sample_effect" in out:
+        sample = out["sample_effect"]
+        lines += [f"Adding the sample effect ({SAMPLE}): production files changed "
+                  f"{sample['files_changed']} ({', '.join(sample['changed'])}); listed, "
+                  f"accepted, shown to its owner only, replayed and audited: "
+                  f"{'yes' if sample['plays'] else 'no'} ({SAMPLE_CHECK})", ""]
     if "box_main_line" in out:
         main = out["box_main_line"]
         lines += ["A Box command's main line (the project frames on the stack at each domain "
@@ -597,6 +717,9 @@ def table(out: dict[str, Any], verbose: bool = False) -> str:
     lines += ["", f"Production functions over {LONG} lines: {out['functions']['over_80']}; "
               "the longest:"]
     lines += [f"  {Function(**f)}" for f in out["functions"]["longest"]]
+    readers = out["environ_readers"]
+    lines += ["", f"Production files that read the environment: {len(readers)}",
+              *(f"  {r}" for r in readers)]
     return "\n".join(lines)
 
 
@@ -604,7 +727,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--static", action="store_true",
-                        help="only the import circles and the function lengths (no tracing)")
+                        help="only the figures read from the files: import circles, function "
+                             "lengths, environment readers (nothing run)")
     parser.add_argument("--verbose", action="store_true",
                         help="print the main line's stacks, the functions in each file")
     args = parser.parse_args(argv)

@@ -31,7 +31,7 @@ import orjson
 
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.application.stream import Recorded
-from dune_ledger.domain.catalog import CARDS, is_box, room_cards
+from dune_ledger.domain.catalog import CARDS, is_box
 from dune_ledger.domain.events import RoomCreated
 from dune_ledger.domain.gifts import offer_of
 from dune_ledger.domain.nullentropy import FeePaid
@@ -44,7 +44,7 @@ TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 def all_ids(state: RoomState) -> set[str]:
-    return {c.id for c in room_cards(tuple(state.expansions))}
+    return set(state.cards())
 
 
 def face_up(state: RoomState) -> set[str]:

@@ -18,9 +18,8 @@ from uuid import UUID
 import pytest
 
 from dune_ledger.application.rooms import RoomsApp, token_hash
-from dune_ledger.domain.commands import parse_command
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.game import Tx, decide, initial_state
+from dune_ledger.domain.game import Tx, decide, initial_state, parse_command
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.state import RoomState
 from dune_ledger.infrastructure.demo import example as example  # the one reader of examples/

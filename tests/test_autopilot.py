@@ -15,7 +15,8 @@ import pytest
 from dune_ledger.application import autopilot
 from dune_ledger.application.audit import audit_room
 from dune_ledger.domain import views
-from dune_ledger.domain.responses import KINDS, WindowKind, register
+from dune_ledger.domain.effect import HOUSE
+from dune_ledger.domain.responses import WindowKind
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.worker import play_autopilots
 from tests.rules_support import BOX, layout, open_search, state_of
@@ -26,8 +27,6 @@ EXPECTED_SELECTION = {"medium": "lasgun", "hard": "karama-2", "brutal": "shield-
 ROOT = Path(__file__).resolve().parent.parent
 
 TEST_KIND = "autopilot_test_window"
-if TEST_KIND not in KINDS:
-    register(WindowKind(TEST_KIND, lambda tx, window, by: None))
 
 
 def url(tmp_path: Path) -> str:
@@ -245,7 +244,9 @@ def test_semuta_waits_out_a_search_and_acts_on_the_restored_window(tmp_path):
         assert state.control.response is None and state.semuta is None
 
 
-def test_the_autopilot_passes_in_response_windows(tmp_path):
+def test_the_autopilot_passes_in_response_windows(tmp_path, monkeypatch):
+    monkeypatch.setitem(HOUSE.windows, TEST_KIND,
+                        WindowKind(TEST_KIND, lambda tx, window, by: None))
     window = {"kind": TEST_KIND, "event": "e1", "turn": 2, "phase": 6, "passes": [],
               "data": {}}
     with open_rooms(url(tmp_path)) as rooms:

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dune_ledger.application.audit import audit_room
-from dune_ledger.domain.commands import COMMAND_TYPES, COUNT_MAX, SPICE_MAX, parse_command
+from dune_ledger.domain.commands import COUNT_MAX, SPICE_MAX
 from dune_ledger.domain.errors import LayoutError, Rejection
+from dune_ledger.domain.game import COMMAND_TYPES, parse_command
 from dune_ledger.domain.layout import CommitmentKind, build_room, parse_layout
 from dune_ledger.domain.state import COMMITMENT_KINDS
 from dune_ledger.infrastructure.storage import open_rooms

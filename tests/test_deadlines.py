@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dune_ledger.application.audit import audit_room
-from dune_ledger.domain.commands import parse_command
 from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.game import parse_command
 from dune_ledger.domain.responses import WindowDeadline, expire_window
 from dune_ledger.domain.rules import SYSTEM, decide
 from dune_ledger.domain.views import public_view

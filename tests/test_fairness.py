@@ -706,7 +706,7 @@ def test_committed_rooms_differing_in_their_secret_show_the_same_public_record()
     view and each seat's view of other seats are the same for two secrets (the
     commitment aside, which is the secret's public hash)."""
     from dune_ledger.domain import views
-    from dune_ledger.domain.commands import parse_command
+    from dune_ledger.domain.game import parse_command
     from dune_ledger.domain.rules import decide
     from tests.support import state_of
 

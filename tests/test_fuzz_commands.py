@@ -32,8 +32,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from dune_ledger.domain.ambassador import ECAZ, TOKENS
 from dune_ledger.domain.catalog import CARDS, EXPANSIONS, FACTIONS, is_box, room_cards
-from dune_ledger.domain.commands import COMMAND_TYPES, SPICE_MAX
+from dune_ledger.domain.commands import SPICE_MAX
 from dune_ledger.domain.errors import LayoutError
+from dune_ledger.domain.game import COMMAND_TYPES
 from dune_ledger.domain.state import RoomState
 from dune_ledger.infrastructure.storage import open_rooms
 from tests import leaks

@@ -23,7 +23,7 @@ import orjson
 import pytest
 
 from dune_ledger.application.audit import audit_room
-from dune_ledger.domain.events import EVENT_TYPES
+from dune_ledger.domain.game import EVENT_TYPES
 from dune_ledger.domain.rules import apply, initial_state
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.transfer import ImportRefused, import_rooms, parse_export
@@ -39,6 +39,12 @@ UNSIGNED = [c for c in CORPORA if not c.with_suffix(".key").exists()]
 RETIRED = {
     "gift": "issue 17: a gift offer is a response window (`response`, kind gift)",
 }
+# Descriptions of an action's free field that a later version redescribed on purpose, each
+# with why: a recorded one may be shown otherwise, and no other. Add one only with the
+# change that redescribes it.
+REDESCRIBED = {
+    ".free.territory": "issue 36: territories are the printed map's, offered as a choice",
+}
 
 
 def reworded(recorded: list[dict[str, Any]], log: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -51,6 +57,8 @@ def reworded(recorded: list[dict[str, Any]], log: list[dict[str, Any]]) -> list[
 
 def shows(actual: Any, recorded: Any, where: str = "") -> list[str]:
     """Where `actual` does not show what `recorded` showed (dicts may gain keys)."""
+    if any(where.endswith(field) for field in REDESCRIBED) and isinstance(actual, dict):
+        return []
     if isinstance(recorded, dict) and isinstance(actual, dict):
         return [problem for key, value in recorded.items()
                 if not (where in ("", ".") and key in RETIRED and key not in actual)
@@ -84,6 +92,11 @@ def test_shows_allows_new_fields_only():
     assert shows([1, 2], [1]) != []
     assert shows({"a": 1}, {"a": 1, "gift": None}) == []  # retired on purpose, at the top
     assert shows({"b": {}}, {"b": {"gift": None}}) == [".b.gift is gone"]
+    text = {"kind": "text", "max_length": 64}
+    assert shows({"free": {"territory": {"kind": "choice"}}}, {"free": {"territory": text}}
+                 ) == []  # redescribed on purpose
+    assert shows({"free": {"question": {"kind": "choice"}}}, {"free": {"question": text}}
+                 ) != []
 
 
 def domain_event_types() -> set[str]:

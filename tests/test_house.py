@@ -15,6 +15,7 @@ from scripts.house_figures import (
     import_circles,
     imported,
     main_line_figures,
+    packages_of,
 )
 
 LONGEST = 170  # lines: no production function this long or longer
@@ -46,6 +47,15 @@ def test_the_measure_sees_every_import_that_runs(tmp_path: Path) -> None:
     known = {m: source for m in ("p", "p.a", "p.b", "p.c", "p.d", "p.e", "p.f")}
     assert imported("p.a", source, known) == {"p.b", "p.c", "p.d", "p.f"}
     assert import_circles({"a": {"b"}, "b": {"a", "c"}, "c": {"c"}}) == [["a", "b"]]
+
+
+def test_a_package_init_that_imports_one_of_its_modules_is_in_a_circle_with_it() -> None:
+    """Importing `p.q.r` runs `p` and `p.q` first: each module imports its packages."""
+    known = {m: Path(m) for m in ("p", "p.q", "p.q.r", "p.s")}
+    assert packages_of("p.q.r", known) == {"p", "p.q"}
+    graph = {m: packages_of(m, known) for m in known}
+    graph["p.q"] |= {"p.q.r"}  # p/q/__init__.py re-exports from p/q/r.py
+    assert import_circles(graph) == [["p.q", "p.q.r"]]
 
 
 def test_a_file_is_entered_once_per_run_of_its_frames_on_a_stack() -> None:

@@ -41,7 +41,7 @@ def test_killed_workers_lose_nothing_and_apply_nothing_twice(
 
 def test_the_drill_would_notice_a_lost_or_doubled_command(tmp_path: Path) -> None:
     from dune_ledger.application.rooms import now
-    from dune_ledger.domain.commands import parse_command
+    from dune_ledger.domain.game import parse_command
     from dune_ledger.domain.rules import decide
     from dune_ledger.infrastructure.randomness import for_room
     from dune_ledger.infrastructure.storage import open_rooms

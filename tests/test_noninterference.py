@@ -45,8 +45,8 @@ from dune_ledger.application.stream import Recorded
 from dune_ledger.domain import views
 from dune_ledger.domain.actions import Accepted, Probe, actions
 from dune_ledger.domain.catalog import CARDS, hand_limit, room_cards
-from dune_ledger.domain.commands import parse_command
 from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.game import parse_command
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.nullentropy import candidates
 from dune_ledger.domain.rules import admit, apply, decide, initial_state

@@ -218,10 +218,10 @@ def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
     seats = {f: Seat(browser, server, room, f, t, width=390 if f == "atreides" else 1100,
                      height=844 if f == "atreides" else 900) for f, t in tokens.items()}
     try:
-        # Atreides ships into Arrakeen, typing the territory into its page.
+        # Atreides ships into Arrakeen, choosing the territory on its page.
         atreides = seats["atreides"].page
         form = atreides.locator("form.free", has_text="Enter a territory")
-        form.get_by_label("territory").fill("arrakeen")
+        form.get_by_label("territory").select_option(label="Arrakeen")
         form.get_by_label("via").select_option(label="by shipment")
         form.get_by_role("button", name="Send").click()
         ecaz = seats["ecaz"]

@@ -11,9 +11,10 @@ import pytest
 import dune_ledger.application.rooms as rooms_module
 from dune_ledger.application.audit import audit_room, state_hash
 from dune_ledger.application.stream import Recorded
-from dune_ledger.domain import commands as c
+from dune_ledger.domain.custody import Draw
+from dune_ledger.domain.effect import HOUSE
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.rules import HANDLERS, replay
+from dune_ledger.domain.rules import replay
 from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import RoomMapper, open_rooms
 from tests.support import Factory, layout
@@ -351,13 +352,13 @@ def test_a_refused_command_keeps_the_room_as_stored(tmp_path, command):
 def refuse_after_drawing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make `draw` refuse after its card was drawn: a handler that emits, then refuses
     (in the rules, only a Respond on a damaged window does so)."""
-    draw = HANDLERS[c.Draw]
+    draw = HOUSE.handlers[Draw]
 
     def refused(tx, actor, command):
         draw(tx, actor, command)
         raise Rejection("not_allowed", "refused after drawing")
 
-    monkeypatch.setitem(HANDLERS, c.Draw, refused)
+    monkeypatch.setitem(HOUSE.handlers, Draw, refused)
 
 
 def test_a_command_refused_after_its_events_were_applied_changes_nothing(tmp_path,

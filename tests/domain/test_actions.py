@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from dune_ledger.domain.actions import actions
 from dune_ledger.domain.ambassador import TOKENS
 from dune_ledger.domain.catalog import CARDS, is_box
-from dune_ledger.domain.commands import parse_command
 from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.game import parse_command
 from dune_ledger.domain.rules import decide
 from dune_ledger.domain.state import RoomState
 from dune_ledger.domain.views import public_view, seat_view

@@ -10,10 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dune_ledger.domain.ambassador import TerritoryEntered
 from dune_ledger.domain.errors import LayoutError, Rejection
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.rules import Tx, apply
 from dune_ledger.domain.state import RoomState
+from dune_ledger.domain.territories import STRONGHOLDS, TERRITORIES
 from dune_ledger.domain.views import public_view, seat_view
 from tests.rules_support import (
     ALL_CARDS,
@@ -115,6 +117,57 @@ def test_wrong_actor_stale_event_and_bad_beneficiary_change_nothing():
     # Another entry waits for this one.
     assert rejected(state, "emperor", {"type": "enter_territory", "territory": "tueks-sietch",
                                        "via": "movement"}).code == "decision_pending"
+
+
+# --- territories (issue 36) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["Narnia", "arakeen", "Arrakeen", "arrakeen ", "polar_sink"])
+def test_a_territory_off_the_map_is_refused_naming_the_field_not_the_text(where):
+    """A typo would skip the token it meant: refused, with nothing appended."""
+    rej = rejected(room(), "atreides", {"type": "enter_territory", "territory": where,
+                                        "via": "movement"})
+    assert rej.code == "invalid_command"
+    assert rej.message.startswith("territory: not a territory of the printed map")
+    assert where.strip() not in rej.message
+
+
+@pytest.mark.parametrize("where", ["polar-sink", "the-great-flat", "tueks-sietch"])
+def test_every_territory_of_the_map_is_entered_and_logged_by_its_name(where):
+    tx = run(room(), "atreides", {"type": "enter_territory", "territory": where,
+                                  "via": "movement"})
+    assert types(tx)[0] == "TerritoryEntered"
+    assert tx.events[0].text() == "Atreides entered " + TERRITORIES[where] + " by moving"
+
+
+def test_the_seat_is_offered_the_map_s_territories():
+    [entry] = [a for a in seat_view(room(), "atreides")["actions"]
+               if a["type"] == "enter_territory"]
+    assert entry["free"]["territory"] == {"kind": "choice", "options": list(TERRITORIES)}
+    assert len(TERRITORIES) == 42 and set(STRONGHOLDS) <= set(TERRITORIES)
+
+
+@pytest.mark.parametrize("where", ["Narnia", "Arrakeen", "polar-sink"])
+def test_a_layout_places_an_ambassador_in_a_stronghold_only(where):
+    tokens = {"placed": [{"token": "fremen", "territory": "carthag"},
+                         {"token": "guild", "territory": where}]}
+    with pytest.raises(LayoutError) as info:
+        parse_layout(layout(ambassadors=tokens))
+    assert str(info.value).startswith(
+        "invalid layout: ambassadors.placed.1.territory: not a stronghold")
+
+
+def test_a_stored_entry_of_free_text_still_replays_and_reads():
+    """Streams recorded before territories were checked keep what they named."""
+    state = room()
+    events = [TerritoryEntered.trusted({"seat": "atreides", "territory": "Narnia",
+                                        "via": "shipment"}),
+              TerritoryEntered.trusted({"seat": "emperor", "territory": "tueks_sietch",
+                                        "via": "worm"})]
+    for event in events:
+        apply(state, event)
+    assert [e.text() for e in events] == ["Atreides entered Narnia by shipment",
+                                          "Emperor entered Tueks Sietch riding a worm"]
 
 
 def test_an_unimplemented_token_is_refused_not_pretended():
@@ -563,8 +616,8 @@ def test_a_box_search_suspends_a_bonus_window_and_the_purchase_is_not_repeated()
     ({"cohort": ["fremen", "guild", "ixians", "tleilaxu", "choam", "emperor"]}, "at most"),
     ({"cohort": ["fremen"], "removed": ["guild"]}, "BG"),
     ({"cohort": ["fremen"], "copy_pool": ["fremen"]}, "copy pool"),
-    ({"placed": [{"token": "fremen", "territory": "a"}, {"token": "guild", "territory": "a"}]},
-     "more than once"),
+    ({"placed": [{"token": "fremen", "territory": "carthag"},
+                 {"token": "guild", "territory": "carthag"}]}, "more than once"),
 ])
 def test_layout_rejects_bad_tokens(tokens, message):
     with pytest.raises(LayoutError, match=message):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dune_ledger.domain.responses import KINDS
+from dune_ledger.domain.gifts import WINDOW
 from dune_ledger.domain.views import public_view, seat_view
 from tests.rules_support import (
     BOX,
@@ -56,7 +56,7 @@ def test_offer_commits_the_card_and_shows_it_only_to_the_two_seats():
         assert view["response"] == {"kind": "gift", "event": w.event, "passes": [],
                                     "waiting": ["emperor"], "deadline": None,
                                     "seconds": None, "name": "A gift from Richese",
-                                    "says": KINDS["gift"].says,
+                                    "says": WINDOW.says,
                                     "giver": "richese", "to": "emperor"}
         assert "crysknife" not in str(view)
     assert "crysknife" not in str(tx.events[0].public())
