@@ -35,22 +35,30 @@ class RoomQueries(RoomStore):
     reopen: Callable[[], RoomQueries] | None = None
 
     def room_summaries(self) -> list[dict[str, Any]]:
-        """Every room for the operator: id, version, seats, ended, created, last command."""
+        """Every room for the operator: id, version, seats, ended, created, last command;
+        a damaged room (RULES 8) with what is wrong, the others as ever."""
         out = []
         for uid in self.room_ids():
-            room = self.peek(uid)
-            first = self.records(uid, lte=1)
-            last = self._last_command(uid, room.version)
-            out.append({
-                "room": str(uid), "version": room.version,
-                "seats": [s.faction for s in room.state.seats],
-                "ended": room.state.ended,
-                "created": first[0].at if first else None,
-                "last_command": None if last is None else {
-                    "at": last.at, "seat": last.seat, "event": last.type,
-                    "text": last.fact.text()},
-            })
+            try:
+                out.append(self._summary(uid))
+            except Rejection as r:
+                out.append({"room": str(uid), "version": None, "seats": [], "ended": None,
+                            "created": None, "last_command": None, "damaged": r.message})
         return out
+
+    def _summary(self, uid: UUID) -> dict[str, Any]:
+        room = self.peek(uid)
+        first = self.records(uid, lte=1)
+        last = self._last_command(uid, room.version)
+        return {
+            "room": str(uid), "version": room.version,
+            "seats": [s.faction for s in room.state.seats],
+            "ended": room.state.ended,
+            "created": first[0].at if first else None,
+            "last_command": None if last is None else {
+                "at": last.at, "seat": last.seat, "event": last.type,
+                "text": last.fact.text()},
+        }
 
     def _last_command(self, uid: UUID, version: int) -> Recorded | None:
         """The first event of the room's last append made by a command (a seat's, the

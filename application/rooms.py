@@ -30,7 +30,10 @@ from dune_ledger.application.store import (
 )
 from dune_ledger.application.stream import Recorded, Room, SeatTokenReissued, Signer
 from dune_ledger.domain.game import (
+    COMMANDS,
     NEWEST_CATALOG,
+    OPERATOR,
+    OPERATOR_COMMANDS,
     SYSTEM,
     Command,
     EndRoom,
@@ -46,6 +49,7 @@ from dune_ledger.domain.game import (
     initial_state,
     parse_command,
     parse_layout,
+    parse_operator_command,
     port,
 )
 
@@ -75,6 +79,21 @@ def public_events(records: list[Recorded]) -> list[dict[str, Any]]:
         if fields is not None:
             out.append({"type": rec.type, "version": rec.originator_version, **fields})
     return out
+
+
+def _parsed(seat: str, raw: Any) -> Command:
+    """A seat's command, or the operator's: each sends only its own."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if not isinstance(kind, str):
+        kind = None  # parsing names what is wrong
+    if seat == OPERATOR:
+        if kind in COMMANDS:
+            raise Rejection("not_eligible", f"{kind} is a seat's command, not the operator's")
+        return parse_operator_command(raw)
+    if kind in OPERATOR_COMMANDS:
+        raise Rejection("not_eligible", f"{kind} is one of the operator's commands "
+                        "(the CLI's --operator, or the operator token over HTTP)")
+    return parse_command(raw)
 
 
 class RoomsApp(RoomQueries):
@@ -144,14 +163,16 @@ class RoomsApp(RoomQueries):
     def end_room(self, room_id: str, command_id: str | None = None) -> Result:
         """The operator's end of a room (RULES 9): the secret is published and every
         later command is refused. A repeated `command_id` returns the first result."""
-        return self._run(room_id, SYSTEM, EndRoom(command_id=command_id),
+        return self._run(room_id, OPERATOR, EndRoom(command_id=command_id),
                          self.clock())
 
     def execute(self, room_id: str, seat: str, raw: Any) -> Result:
-        """Run one command as `seat`. Never raises for a rule: returns the result shape."""
+        """Run one command as `seat`, or as the operator (`OPERATOR`: its own commands,
+        `deal`, `open_bidding`, `end_room`). Never raises for a rule: returns the result
+        shape."""
         started = time.perf_counter()
         try:
-            command = parse_command(raw)
+            command = _parsed(seat, raw)
         except Rejection as r:
             result = self._refused(room_id, r)
         else:

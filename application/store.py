@@ -32,6 +32,7 @@ from dune_ledger.application.stream import (
     Stored,
     Trusted,
     Undecodable,
+    as_room_id,
     folded,
     project_room,
     verified_room,
@@ -298,7 +299,8 @@ class RoomStore(Application[UUID]):
             if not batch:
                 return
             for n in batch:
-                yield n.originator_id  # type: ignore[misc]
+                if isinstance(n.originator_id, UUID):  # else the row names no room
+                    yield n.originator_id
             start = batch[-1].id + 1
 
     def stored_room_ids(self) -> list[UUID]:
@@ -375,7 +377,7 @@ def damaged(room_id: UUID, d: Damaged, signer: Signer) -> Rejection:
 
 
 def room_uuid(room_id: str | UUID) -> UUID:
-    try:
-        return room_id if isinstance(room_id, UUID) else UUID(str(room_id))
-    except ValueError:
-        raise Rejection("unknown_room", f"no room '{room_id}'") from None
+    uid = as_room_id(room_id)
+    if uid is None:
+        raise Rejection("unknown_room", f"no room '{room_id}'")
+    return uid

@@ -330,9 +330,13 @@ Room.Snapshot = RoomSnapshot  # type: ignore[attr-defined]
 class Undecodable:
     """A stored row that is not an event or a snapshot of ours: the mapper's answer for
     it, so that each reader decides (a load refuses the room, the audit reports it, a
-    projector fences the room off) instead of one row stopping every reader."""
+    projector fences the room off) instead of one row stopping every reader.
 
-    originator_id: UUID
+    `originator_id` None: the row names no room (its id is not a room's), so no room's
+    reads find it and a follower of the log passes it by; `originator_version` 0: its
+    version is not a whole number."""
+
+    originator_id: UUID | None
     originator_version: int
     topic: str
     problem: str
@@ -342,6 +346,19 @@ class Undecodable:
 
 
 Stored = Recorded | RoomSnapshot | Undecodable
+
+
+def as_room_id(value: Any) -> UUID | None:
+    """A room's id as a UUID, from a UUID or its text (as SQLite keeps it); None when
+    `value` is not one (a stored column of another type, or NULL)."""
+    if isinstance(value, UUID):
+        return value
+    if not isinstance(value, str):
+        return None
+    try:
+        return UUID(value)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,7 +135,11 @@ class House:
         self.commands: dict[str, type[Command]] = {}  # a seat's, by `type`, union order
         self.parse_adapter: TypeAdapter[Any] | None = None
         self.union: Any = None
-        self.from_system: frozenset[type[Command]] = frozenset()  # operator's and worker's
+        # What the operator sends (by `type`, parsed apart from a seat's), and what the
+        # worker sends: never a seat's.
+        self.operator: dict[str, type[Command]] = {}
+        self.operator_adapter: TypeAdapter[Any] | None = None
+        self.system: frozenset[type[Command]] = frozenset()
         self.any_time: tuple[type[Command], ...] = ()
         self.handlers: dict[type[Command], Handler] = {}
         self.events: dict[str, type[Event]] = {}
@@ -167,7 +171,13 @@ class House:
         self.union = Annotated[Union[tuple(self.commands.values())],  # noqa: UP007
                                Field(discriminator="type")]
         self.parse_adapter = TypeAdapter(self.union)
-        self.from_system = frozenset(cls for e in ordered for cls in (*e.operator, *e.system))
+        self.operator = _unique("operator command type", [
+            (_type_of(cls), cls) for e in ordered for cls in e.operator])
+        if self.operator:
+            sent: Any = Annotated[Union[tuple(self.operator.values())],  # noqa: UP007
+                                  Field(discriminator="type")]
+            self.operator_adapter = TypeAdapter(sent)
+        self.system = frozenset(cls for e in ordered for cls in e.system)
         self.any_time = tuple(cls for e in ordered for cls in e.any_time)
         self.handlers = _unique("handler", [
             (cls, fn) for e in ordered for cls, fn in e.handlers.items()])
@@ -200,14 +210,22 @@ class House:
     def parse_command(self, raw: Any) -> Command:
         """Validate a decoded JSON object as a seat's command; a bad one is an
         `invalid_command` rejection."""
-        if not isinstance(raw, dict):
-            raise Rejection("invalid_command", "a command must be a JSON object")
         assert self.parse_adapter is not None, "domain.game collects the effects"
-        try:
-            return cast(Command, self.parse_adapter.validate_python(raw))
-        except ValidationError as e:
-            raise Rejection("invalid_command",
-                            describe_errors(e, skip=frozenset(self.commands))) from None
+        return _parse(self.parse_adapter, frozenset(self.commands), raw)
+
+    def parse_operator_command(self, raw: Any) -> Command:
+        """Validate a decoded JSON object as one of the operator's commands."""
+        assert self.operator_adapter is not None, "domain.game collects the effects"
+        return _parse(self.operator_adapter, frozenset(self.operator), raw)
+
+
+def _parse(adapter: TypeAdapter[Any], types: frozenset[str], raw: Any) -> Command:
+    if not isinstance(raw, dict):
+        raise Rejection("invalid_command", "a command must be a JSON object")
+    try:
+        return cast(Command, adapter.validate_python(raw))
+    except ValidationError as e:
+        raise Rejection("invalid_command", describe_errors(e, skip=types)) from None
 
 
 def _type_of(cls: type[Command]) -> str:

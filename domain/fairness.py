@@ -93,7 +93,7 @@ class SetSeed(Command):
 
 
 class EndRoom(Command):
-    """The operator's end of a room (never parsed from a seat's JSON): sent as SYSTEM."""
+    """The operator's end of a room (RULES 9.6): sent by the operator only."""
 
     type: Literal["end_room"] = "end_room"
 

@@ -46,7 +46,7 @@ from dune_ledger.domain.layout import Layout, build_room, committed_layout, pars
 from dune_ledger.domain.nullentropy import CardRetrieved, PileShuffled, candidates
 from dune_ledger.domain.randomness import Randomness, Rng, commitment, derived_shuffle, mix, words
 from dune_ledger.domain.responses import WindowDeadline, expired
-from dune_ledger.domain.rules import SYSTEM, Tx, apply, decide, initial_state, replay
+from dune_ledger.domain.rules import OPERATOR, SYSTEM, Tx, apply, decide, initial_state, replay
 from dune_ledger.domain.views import public_entry, public_view, seat_view, seat_view_at
 from dune_ledger.domain.words import PAGE_WORDS
 from dune_ledger.domain.words import faction as faction_name
@@ -86,7 +86,8 @@ COMMANDS = HOUSE.commands  # each command a seat may send, by its `type`
 COMMAND_TYPES = frozenset(COMMANDS)
 parse_command = HOUSE.parse_command
 EVENT_TYPES = HOUSE.events  # every stored event type of the rules, by its name
-SYSTEM_COMMANDS = HOUSE.from_system  # the operator's and the worker's, never a seat's
+OPERATOR_COMMANDS = HOUSE.operator  # what the operator may send, by its `type`
+parse_operator_command = HOUSE.parse_operator_command
 if TYPE_CHECKING:
     from dune_ledger.domain.state import RoomState
 else:
@@ -126,7 +127,8 @@ __all__ = [
     "Layout", "parse_layout", "build_room", "committed_layout", "LayoutError",
     # deciding a command
     "Command", "AnyCommand", "COMMANDS", "COMMAND_TYPES", "parse_command", "describe_errors",
-    "Rejection", "decide", "Tx", "SYSTEM", "SYSTEM_COMMANDS", "EndRoom", "WindowDeadline",
+    "Rejection", "decide", "Tx", "OPERATOR", "SYSTEM", "OPERATOR_COMMANDS",
+    "parse_operator_command", "EndRoom", "WindowDeadline",
     "expired",
     # applying events
     "Event", "EVENT_TYPES", "RoomCreated", "initial_state", "apply", "replay", "RoomState",

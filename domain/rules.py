@@ -18,8 +18,10 @@ from dune_ledger.domain.events import Event, RoomCreated
 from dune_ledger.domain.randomness import Randomness
 from dune_ledger.domain.state import RoomState
 
-# The sender of the commands the operator and the worker append (the end of a room, a
-# window's deadline): no seat.
+# The senders that are no seat: the operator (the deal, a round's opening, the end of a
+# room) and the worker (a window's deadline). Each command is accepted from one kind of
+# sender only: a seat, the operator or the worker (`effect.Effect`).
+OPERATOR = "operator"
 SYSTEM = "system"
 
 
@@ -96,10 +98,12 @@ def admit(state: RoomState, actor: str, command: Command) -> Handler:
 
     `domain.actions` asks the same, so a listed action is one `decide` accepts.
     """
-    if (type(command) in HOUSE.from_system) != (actor == SYSTEM):
-        # The worker's own commands are never accepted from a seat, and it sends no other.
+    kind = type(command)
+    sender = (OPERATOR if kind in HOUSE.operator.values()
+              else SYSTEM if kind in HOUSE.system else None)
+    if sender != (actor if actor in (OPERATOR, SYSTEM) else None):
         raise Rejection("not_eligible", "that command is not accepted from this sender")
-    if actor != SYSTEM and not state.has_seat(actor):
+    if sender is None and not state.has_seat(actor):
         raise Rejection("unknown_seat", "that faction has no seat in this room")
     if state.ended is not None:
         raise Rejection("room_ended", "the room has ended: it takes no more commands")

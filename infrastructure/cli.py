@@ -177,9 +177,11 @@ def cmd_room_create(args: argparse.Namespace) -> int:
 
 
 def cmd_room_command(args: argparse.Namespace) -> int:
+    from dune_ledger.domain.game import OPERATOR
+
     raw = parse_json(args.command, "the command")
     with rooms(args) as app:
-        result = app.execute(args.room, args.seat, raw)
+        result = app.execute(args.room, OPERATOR if args.operator else args.seat, raw)
     emit(result)
     if not result["ok"]:
         error = result["error"]
@@ -307,7 +309,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     failed = [r for r in reports if not r["ok"]]
     if args.all:
         emit(failed if args.failures_only else reports)
-        events = sum(int(r["events"]) for r in reports)
+        events = sum(r["events"] or 0 for r in reports)  # None: a room not audited
         problems = sum(1 for r in failed for c in r["checks"].values() if c["ok"] is False)
         print(f"audited {len(reports)} rooms, {events} events: {len(failed)} rooms with "
               f"problems ({problems} failed checks)", file=sys.stderr)
@@ -341,8 +343,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise
         except OSError as e:
             raise Exit(2, f"cannot write '{args.output}': {e.strerror}") from None
-    print(f"exported {counts[0]} rooms, {counts[1]} events", file=sys.stderr)
-    return 0
+    rooms_written, events, left_out = counts
+    print(f"exported {rooms_written} rooms, {events} events", file=sys.stderr)
+    for why in left_out:
+        print(f"left out: {why}", file=sys.stderr)
+    return 1 if left_out else 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -503,17 +508,22 @@ def examples(*lines: str) -> str:
 
 def command_types() -> str:
     """Every command type and its fields, from the command models themselves."""
-    from dune_ledger.domain.game import COMMANDS, Command
+    from dune_ledger.domain.game import COMMANDS, OPERATOR_COMMANDS, Command
 
     common = set(Command.model_fields)
-    lines = []
-    for name, cls in COMMANDS.items():
-        fields = {field: f for field, f in cls.model_fields.items()
-                  if field not in common and field != "type"}
-        shown = ", ".join(n if f.is_required() else f"[{n}]" for n, f in fields.items())
-        lines.append(f"  {name:<20} {shown}")
+
+    def listed(commands: dict[str, type[Command]]) -> list[str]:
+        lines = []
+        for name, cls in commands.items():
+            fields = {field: f for field, f in cls.model_fields.items()
+                      if field not in common and field != "type"}
+            shown = ", ".join(n if f.is_required() else f"[{n}]" for n, f in fields.items())
+            lines.append(f"  {name:<20} {shown}")
+        return lines
+
     return ("command types (every command may also carry command_id and "
-            "expected_version):\n" + "\n".join(lines))
+            "expected_version):\n" + "\n".join(listed(COMMANDS))
+            + "\n\nthe operator's (--operator):\n" + "\n".join(listed(OPERATOR_COMMANDS)))
 
 
 def command(parent: Any, name: str, help: str, *example: str,
@@ -576,15 +586,19 @@ def add_room_commands(sub: Any) -> None:
                         help="a layout JSON file (INTERFACE 'Layout'; see examples/), or - "
                              "for stdin")
     create.set_defaults(fn=cmd_room_create)
-    cmd = command(rsub, "command", "run one command as a seat; prints the result (exit 1 "
-                  "when a rule refuses it)",
+    cmd = command(rsub, "command", "run one command as a seat, or one of the operator's; "
+                  "prints the result (exit 1 when a rule refuses it)",
                   "dune-ledger room command ROOM --as richese "
                   "'{\"type\": \"begin_search\", \"card\": \"nullentropy-box\"}'",
                   "dune-ledger room command ROOM --as emperor '{\"type\": \"draw\"}'",
+                  "dune-ledger room command ROOM --operator '{\"type\": \"end_room\"}'",
                   epilog=command_types())
     cmd.add_argument("room", metavar="ROOM", help="the room id `room create` printed")
-    cmd.add_argument("--as", dest="seat", required=True, choices=FACTIONS, metavar="FACTION",
-                     help=f"the acting seat: {', '.join(FACTIONS)}")
+    sent_by = cmd.add_mutually_exclusive_group(required=True)
+    sent_by.add_argument("--as", dest="seat", choices=FACTIONS, metavar="FACTION",
+                         help=f"the acting seat: {', '.join(FACTIONS)}")
+    sent_by.add_argument("--operator", action="store_true",
+                         help="send one of the operator's commands (types below)")
     cmd.add_argument("command", metavar="JSON",
                      help="the command as one JSON object (types below)")
     cmd.set_defaults(fn=cmd_room_command)

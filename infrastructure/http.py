@@ -18,17 +18,24 @@ import ipaddress
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any, Union
 
 from eventsourcing.persistence import InterfaceError, OperationalError
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.domain.game import AnyCommand, Layout, LayoutError, Rejection, describe_errors
+from dune_ledger.domain.game import (
+    COMMANDS,
+    OPERATOR_COMMANDS,
+    Layout,
+    LayoutError,
+    Rejection,
+    describe_errors,
+)
 from dune_ledger.infrastructure import http_models as m
 from dune_ledger.infrastructure import observability, settings
 from dune_ledger.infrastructure.errors import UsageError
@@ -43,6 +50,7 @@ from dune_ledger.infrastructure.http_auth import (
     operator,
     reader_or_operator,
     room_operator,
+    sender,
 )
 from dune_ledger.infrastructure.http_errors import (
     ERRORS,
@@ -86,8 +94,11 @@ async def read_json(request: Request, what: str) -> Any:
 
 
 def command_schema() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The command body's JSON schema, and its definitions for `components`."""
-    schema = TypeAdapter(AnyCommand).json_schema(ref_template="#/components/schemas/{model}")
+    """The command body's JSON schema (a seat's commands and the operator's), and its
+    definitions for `components`."""
+    kinds = (*COMMANDS.values(), *OPERATOR_COMMANDS.values())
+    sent: Any = Annotated[Union[kinds], Field(discriminator="type")]  # noqa: UP007
+    schema = TypeAdapter(sent).json_schema(ref_template="#/components/schemas/{model}")
     defs = schema.pop("$defs", {})
     return schema, defs
 
@@ -212,12 +223,15 @@ async def get_rooms(served: ServedApp) -> Response:
     return JSONResponse(await run_in_threadpool(served.rooms.room_summaries))
 
 
-@router.post("/rooms/{room}/commands", summary="run one command as the token's seat",
+@router.post("/rooms/{room}/commands", summary="run one command as the token's seat, or "
+             "one of the operator's (deal, open_bidding, end_room) with the operator token",
              response_model=m.CommandResult, responses=ERRORS,
-             openapi_extra={**body(COMMAND_BODY, m.COMMAND_EXAMPLES), "security": SEAT})
-async def post_command(room: str, seat: Seat, request: Request, served: ServedApp,
+             openapi_extra={**body(COMMAND_BODY, m.COMMAND_EXAMPLES),
+                            "security": [*SEAT, *OPERATOR]})
+async def post_command(room: str, request: Request, served: ServedApp,
                        streams: OpenStreams) -> Response:
     raw = await read_json(request, "the command")
+    seat = await sender(room, request, served, raw)
     # Bounded like a read: a store that does not answer gets 503 within 2 s. The
     # command may still be applied if the store comes back: retry with its command_id.
     result = await served.bounded(served.rooms.execute, room, seat, raw)

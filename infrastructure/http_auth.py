@@ -23,7 +23,8 @@ from starlette.concurrency import run_in_threadpool
 from dune_ledger.application.queries import PUBLIC_VIEW
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.application.seats import TOKEN_CACHE, Seats, same_secret, token_hash
-from dune_ledger.domain.game import Rejection
+from dune_ledger.domain.game import OPERATOR as OPERATOR_ACTOR
+from dune_ledger.domain.game import OPERATOR_COMMANDS, Rejection
 from dune_ledger.infrastructure.http_errors import Refused, store_unavailable
 from dune_ledger.infrastructure.watch import canonical
 
@@ -218,6 +219,21 @@ class Served:
             raise self.wrong_tokens.wrong(client(request), canonical(room),
                                           "that token is not a token of this room")
         return None if seat == PUBLIC_VIEW else seat
+
+
+async def sender(room: str, request: Request, served: Served, raw: Any) -> str:
+    """Who sends this command to `POST /rooms/{room}/commands`: the seat of a seat token,
+    or the operator (`OPERATOR_ACTOR`) for the operator's own commands, with its token
+    (none needed where the operator routes are open: no `DUNE_LEDGER_ADMIN_TOKEN`, on
+    loopback). Each sends only its own commands: anything else is 403."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if isinstance(kind, str) and kind in OPERATOR_COMMANDS:
+        await served.operator(request, room)  # 403 for a seat token, counted if wrong
+        return OPERATOR_ACTOR
+    if served.admin_token and served.is_admin(bearer(request)):
+        raise Refused("forbidden", "the operator token sends the operator's commands "
+                      "(deal, open_bidding, end_room), not a seat's")
+    return await seat_of(room, request, served)
 
 
 async def served(request: Request) -> Served:

@@ -218,11 +218,13 @@ class LastCommand(BaseModel):
 
 class RoomSummary(BaseModel):
     room: str
-    version: int
+    version: int | None = Field(description="null for a damaged room")
     seats: list[str]
     ended: int | None = Field(description="the version of the room's end, null while it runs")
     created: str | None
     last_command: LastCommand | None
+    damaged: str | None = Field(None, description="a damaged room only (its stored stream "
+                                "does not verify): what is wrong, for the operator")
 
 
 class NewToken(BaseModel):

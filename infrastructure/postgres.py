@@ -18,6 +18,7 @@ audit's) go through the cursor, whose rows are built in C.
 
 from __future__ import annotations
 
+import hashlib
 import select
 import struct
 import threading
@@ -44,6 +45,7 @@ from eventsourcing.persistence import (
     Subscription,
 )
 from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
     PostgresApplicationRecorder,
     PostgresDatastore,
     PostgresFactory,
@@ -64,6 +66,7 @@ PREPARED_UP_TO = 16
 # seconds apart (the library's retry of its statements).
 APPEND_ATTEMPTS, APPEND_RETRY_WAIT = 10, 0.2
 RECONNECT_TIMEOUT = 2.0  # seconds the pool retries a lost connection before it gives up
+CLOSE_WAIT = 5.0  # seconds a closing store waits for a NOTIFY in flight (`Notifier.close`)
 # A notification id is the appending transaction's id shifted left by ID_SHIFT bits
 # plus the event's place in that transaction: ids rise in transaction-id order, and
 # 2**ID_SHIFT events fit one transaction (PostgreSQL's 64-bit transaction ids stay
@@ -72,6 +75,8 @@ ID_SHIFT = 20
 # The advisory lock of a recorder's table creation (`RoomsRecorder._create_table`).
 DDL_LOCK_KEY = 0x64756E66
 MAX_ID = (1 << 63) - 1
+NAME_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are cut
+LONGEST_SUFFIX = "_append_parts"  # of the names made from the table's (`name_base`)
 EVENT_COLUMNS = "originator_id, originator_version, topic, state"
 ROOM_COLUMNS = "originator_version, topic, state"
 
@@ -215,18 +220,31 @@ def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult
     raise errors.error_from_result(result, encoding=conn.info.encoding)
 
 
+def name_base(table: str) -> str:
+    """What the names of a table's functions and prepared statements begin with: the
+    table's name, or, when that leaves no room for the longest suffix (PostgreSQL cuts
+    every name at 63 bytes, and two names cut alike are one: `..._settled_max` became
+    `..._settled`, calling itself), its start and a hash of the whole."""
+    room = NAME_BYTES - len(LONGEST_SUFFIX)
+    if len(table.encode()) <= room:
+        return table
+    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
+    return f"{table.encode()[:room - 9].decode(errors='ignore')}_{digest}"
+
+
 class RoomsRecorder(PostgresApplicationRecorder):
     def __init__(self, datastore: PostgresDatastore, *,
                  events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
+        self.name_base = name_base(self.events_table_name)
         schema = Identifier(datastore.schema)
         table = Identifier(self.events_table_name)
-        function = Identifier(f"{self.events_table_name}_append")
+        function = Identifier(f"{self.name_base}_append")
         # Group commit (`GroupCommit`): the appends of several commands in one statement,
         # each in a subtransaction of its own, so that one room's lost compare-and-set
         # (a unique violation) leaves the others stored. Returns each stored part's
         # first id; its ids run on from it.
-        parts_function = Identifier(f"{self.events_table_name}_append_parts")
+        parts_function = Identifier(f"{self.name_base}_append_parts")
         self.sql_create_statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{function}("
             "ids uuid[], versions bigint[], topics text[], states bytea[], parts bigint[]) "
@@ -262,7 +280,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
         # of the server do not hold the followers back, as `pg_snapshot_xmin` would.
         # Its first statement's snapshot, then the running ones, then (the caller's
         # next statement) the rows: in that order, or a commit in between is passed.
-        settled = Identifier(f"{self.events_table_name}_settled")
+        settled = Identifier(f"{self.name_base}_settled")
         self.sql_create_statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{settled}() RETURNS bigint "
             "LANGUAGE plpgsql VOLATILE AS $BODY$ "
@@ -279,7 +297,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "RETURN LEAST(x, COALESCE(low, x)) << {shift}; "
             "END; $BODY$"
         ).format(schema=schema, settled=settled, shift=SQL(str(ID_SHIFT))))
-        follow = Identifier(f"{self.events_table_name}_follow")
+        follow = Identifier(f"{self.name_base}_follow")
         self.sql_create_statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{follow}("
             "after bigint, below bigint, topics text[], lim bigint) "
@@ -296,7 +314,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "ORDER BY e.notification_id LIMIT lim; "
             "END; $BODY$"
         ).format(schema=schema, follow=follow, settled=settled, table=table))
-        last = Identifier(f"{self.events_table_name}_settled_max")
+        last = Identifier(f"{self.name_base}_settled_max")
         self.sql_create_statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{last}() RETURNS bigint "
             "LANGUAGE plpgsql VOLATILE AS $BODY$ "
@@ -346,7 +364,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
         ).format(schema=schema, table=table, function=function, shift=SQL(str(ID_SHIFT)),
                  s=Literal(datastore.schema), t=Literal(self.events_table_name)))
         self.append_statements: dict[int, bytes] = {}
-        self.append_name = f"{self.events_table_name}_append".encode()
+        self.append_name = f"{self.name_base}_append".encode()
         self.notifier = Notifier(self)
         # The factory leaves it on only when DUNE_LEDGER_PG_GROUP_COMMIT says yes.
         self.group: GroupCommit | None = GroupCommit(self.append_parts)
@@ -363,7 +381,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "ORDER BY originator_version"
         ).format(columns=SQL(ROOM_COLUMNS), schema=schema, snapshots=snapshots,
                  table=table).as_bytes(None)
-        self.room_name = f"{self.events_table_name}_room".encode()
+        self.room_name = f"{self.name_base}_room".encode()
         self.queries: dict[object, bytes] = {}
 
     def _create_table(self, curs: Any) -> None:
@@ -515,8 +533,9 @@ class RoomsRecorder(PostgresApplicationRecorder):
         rows = self.rows("follow", lambda: self.follow_statement, {
             "after": after, "below": MAX_ID if stop is None else stop + 1,
             "topics": list(topics) or None, "limit": limit})
+        # The columns as stored (a NULL too), for the mapper to read or refuse.
         return [Notification(id=i, originator_id=room, originator_version=version,
-                             topic=topic, state=bytes(state))
+                             topic=topic, state=state)
                 for i, room, version, topic, state in rows]
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
@@ -533,7 +552,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "AND notification_id < (SELECT {schema}.{settled}())").format(
                 schema=Identifier(self.datastore.schema),
                 table=Identifier(self.events_table_name),
-                settled=Identifier(f"{self.events_table_name}_settled")),
+                settled=Identifier(f"{self.name_base}_settled")),
             {"after": after})[0][0])
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
@@ -568,10 +587,16 @@ class RoomsRecorder(PostgresApplicationRecorder):
         """The room's latest snapshot, if any, then every event after it: one round trip."""
         result = pooled(self.datastore, lambda conn: libpq_run(
             conn, self.room_name, self.room_statement, [UUID_OID], [uuid_bytes(room_id)]))
-        get, unpack = not_null(result), BIGINT.unpack
-        return [StoredEvent(originator_id=room_id, originator_version=unpack(get(i, 0))[0],
-                            topic=get(i, 1).decode(), state=get(i, 2))
-                for i in range(result.ntuples)]
+        # A topic or state stored NULL stays None, for the mapper to refuse.
+        get, unpack = result.get_value, BIGINT.unpack
+        events = []
+        for i in range(result.ntuples):
+            topic = get(i, 1)
+            events.append(StoredEvent(
+                originator_id=room_id, originator_version=unpack(cast(bytes, get(i, 0)))[0],
+                topic=cast(str, None if topic is None else topic.decode()),
+                state=cast(bytes, get(i, 2))))
+        return events
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_events(self, originator_id: UUID | str, *, gt: int | None = None,
@@ -625,7 +650,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
                params: dict[str, Any]) -> list[StoredEvent]:
         """Events (originator_id, originator_version, topic, state) as StoredEvents."""
         return [StoredEvent(originator_id=room, originator_version=version, topic=topic,
-                            state=bytes(state))
+                            state=state)
                 for room, version, topic, state in self.rows(shape, statement, params)]
 
     def rows(self, shape: object, statement: Callable[[], Composed],
@@ -639,6 +664,22 @@ class RoomsRecorder(PostgresApplicationRecorder):
                 query = self.queries[shape] = statement().as_bytes(conn)
             curs.execute(query, params, prepare=True, binary=True)
             return curs.fetchall()
+
+
+class RoomSnapshotsRecorder(PostgresAggregateRecorder):
+    """The rooms' snapshots table, read as the events table is (`RoomsRecorder`): the
+    library's read failed on a state stored NULL (`bytes(None)`) before the mapper could
+    refuse the row, and one room's row made its every load fail with a TypeError."""
+
+    def __init__(self, datastore: PostgresDatastore, *,
+                 events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        self.queries: dict[object, bytes] = {}
+
+    select_events = RoomsRecorder.select_events
+    events_query = RoomsRecorder.events_query
+    select = RoomsRecorder.select
+    rows = RoomsRecorder.rows
 
 
 class RoomsSubscription(PostgresSubscription):
@@ -800,7 +841,9 @@ class Notifier:
         return True
 
     def close(self) -> None:
-        """The last appends' NOTIFY (a one-shot command's), then the thread ends."""
+        """The last appends' NOTIFY (a one-shot command's), then the thread ends; a
+        second close (the library's `__del__`, at the interpreter's exit, where a
+        daemon thread stops wherever it stands) returns at once."""
         if self.stopped.is_set():
             return
         self.stopped.set()
@@ -809,7 +852,7 @@ class Notifier:
             self.send()
             return
         self.woken.set()
-        thread.join(timeout=5)
+        thread.join(timeout=CLOSE_WAIT)
 
 
 def not_null(result: pq.abc.PGresult) -> Callable[[int, int], bytes]:
@@ -850,6 +893,8 @@ class RoomsPostgresFactory(PostgresFactory):
     statement timeout (an append is one statement, its own transaction, and a
     transaction that runs long holds every follower back: docs/ordering.md); the pool
     checks each connection it hands out (`writable`)."""
+
+    aggregate_recorder_class = RoomSnapshotsRecorder
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)

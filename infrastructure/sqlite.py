@@ -18,6 +18,8 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
+from dune_ledger.application.stream import as_room_id
+
 # An append of more events (an import's batch) goes row by row, as the library sends it:
 # one statement's variables are bounded (SQLITE_MAX_VARIABLE_NUMBER).
 ONE_STATEMENT_UP_TO = 64
@@ -70,6 +72,13 @@ class RoomsSQLiteRecorder(SQLiteApplicationRecorder):
         assert last is not None
         return list(range(last - n + 1, last + 1))
 
+    def convert_originator_id(self, originator_id: Any) -> Any:
+        """A stored room id as a UUID; a value that is not one (SQLite keeps any type in
+        any column) is left as it is, for the mapper to refuse: the library's own
+        conversion raised, and one such row stopped every follower of the log."""
+        room = as_room_id(originator_id)
+        return originator_id if room is None else room
+
     def select_stream(self, room_id: UUID, gt: int | None = None,
                       lte: int | None = None) -> list[tuple[int, str, bytes]]:
         """A room's events (after `gt`, up to `lte`) as (version, topic, stored bytes),
@@ -97,4 +106,6 @@ class RoomsSQLiteRecorder(SQLiteApplicationRecorder):
             cursor.row_factory = None
             cursor.execute(f"SELECT originator_id FROM {self.events_table_name} "
                            "GROUP BY originator_id ORDER BY MIN(rowid)")
-            return [UUID(str(room)) for room, in cursor.fetchall()]
+            # A stored id that is not a room's names no room to audit.
+            return [room for room in map(as_room_id, (r for r, in cursor.fetchall()))
+                    if room is not None]

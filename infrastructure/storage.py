@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, cast
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlparse
 from uuid import UUID
 
@@ -28,6 +28,7 @@ from dune_ledger.application.stream import (
     Recorded,
     RoomSnapshot,
     Undecodable,
+    as_room_id,
     signed,
     unsigned,
 )
@@ -88,11 +89,13 @@ class RoomMapper(Mapper[UUID]):
         if isinstance(domain_event, RoomSnapshot):
             topic = "RoomSnapshot"
             state = signed(domain_event.body(), domain_event.signature)
-        else:
+        elif isinstance(domain_event, Recorded):
             # The bytes the chain hash covers (application/stream.Recorded.body), and
             # the append's signature when this event ends one.
-            rec = cast(Recorded, domain_event)
-            topic, state = rec.type, rec.stored_form()
+            topic, state = domain_event.type, domain_event.stored_form()
+        else:
+            raise TypeError(f"the rooms' store keeps a room's events and snapshots, not "
+                            f"{type(domain_event).__name__}")
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
@@ -101,22 +104,52 @@ class RoomMapper(Mapper[UUID]):
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        originator_id = stored_event.originator_id
-        if not isinstance(originator_id, UUID):
-            originator_id = UUID(str(originator_id))
-        if stored_event.topic == "RoomSnapshot":
-            return self.snapshot(originator_id, stored_event.originator_version,
-                                 bytes(stored_event.state))
-        return self.recorded(originator_id, stored_event.originator_version,
-                             stored_event.topic, bytes(stored_event.state))
+        """The event or snapshot of one stored row, or an Undecodable; one whose room
+        id is not a room's (a column a database leaves untyped) belongs to no room."""
+        room_id = as_room_id(stored_event.originator_id)
+        if room_id is None:
+            return Undecodable(None, 0, topic_text(stored_event.topic), "it names no room")
+        row = self.columns(room_id, stored_event.originator_version, stored_event.topic,
+                           stored_event.state)
+        if isinstance(row, Undecodable):
+            return row
+        version, topic, state = row
+        if topic == "RoomSnapshot":
+            return self.snapshot(room_id, version, state)
+        return self.recorded(room_id, version, topic, state)
 
-    def stream(self, room_id: UUID, rows: Iterable[tuple[int, str, bytes]]
+    def stream(self, room_id: UUID, rows: Iterable[tuple[Any, Any, Any]]
                ) -> list[Recorded | Undecodable]:
         """A room's events from its stored (version, topic, bytes) rows, each as
         `to_domain_event` makes it, without a StoredEvent or a UUID per row."""
-        recorded = self.recorded
-        return [recorded(room_id, version, topic, state if type(state) is bytes else bytes(state))
+        recorded, event = self.recorded, self.event
+        return [recorded(room_id, version, topic, state)
+                if type(state) is bytes and type(version) is int and type(topic) is str
+                else event(room_id, version, topic, state)
                 for version, topic, state in rows]
+
+    def event(self, room_id: UUID, version: Any, topic: Any, state: Any
+              ) -> Recorded | Undecodable:
+        """The event of one stored row of the events table, its columns as the database
+        gave them."""
+        row = self.columns(room_id, version, topic, state)
+        return row if isinstance(row, Undecodable) else self.recorded(room_id, *row)
+
+    @staticmethod
+    def columns(room_id: UUID, version: Any, topic: Any, state: Any
+                ) -> tuple[int, str, bytes] | Undecodable:
+        """A stored row's version, topic and state as the database gave them, each of
+        its kind; or, for a row with one that is not (NULL, or another type where a
+        database leaves a column untyped), an Undecodable."""
+        if type(version) is not int:
+            return Undecodable(room_id, 0, topic_text(topic), "its version is not a whole number")
+        if type(topic) is not str:
+            return Undecodable(room_id, version, topic_text(topic), "its topic is not text")
+        if isinstance(state, bytearray | memoryview):
+            state = bytes(state)
+        if type(state) is not bytes:
+            return Undecodable(room_id, version, topic, "its stored state is not bytes")
+        return version, topic, state
 
     def snapshot(self, room_id: UUID, version: int, stored: bytes) -> RoomSnapshot | Undecodable:
         try:
@@ -171,6 +204,11 @@ class RoomMapper(Mapper[UUID]):
         if isinstance(e, KeyError | TypeError):
             return "a field is missing or of the wrong kind"
         return type(e).__name__
+
+
+def topic_text(topic: Any) -> str:
+    """A stored topic as the audit names it: itself, when it is text."""
+    return topic if isinstance(topic, str) else "no topic"
 
 
 def postgres_settings(settings: Settings) -> dict[str, str]:

@@ -35,9 +35,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 from uuid import UUID
 
 import orjson
@@ -75,8 +75,9 @@ class ExportedRoom:
     lines: list[dict[str, Any]] = field(default_factory=list)
 
 
-def export_lines(app: RoomsApp, room_id: str | UUID) -> Iterable[bytes]:
-    """One room's stored events as export lines (unknown_room if it has none)."""
+def export_lines(app: RoomsApp, room_id: str | UUID) -> Iterator[bytes]:
+    """One room's stored events as export lines (unknown_room if it has none,
+    room_damaged, before any line, if one of them cannot be read)."""
     uid = room_uuid(room_id)
     records = app.stored_records(uid)
     if not records:
@@ -86,24 +87,40 @@ def export_lines(app: RoomsApp, room_id: str | UUID) -> Iterable[bytes]:
         if not isinstance(rec, Recorded):
             raise Rejection("room_damaged", f"room {room} version {rec.originator_version} "
                             f"cannot be read: {rec.problem}; see docs/operations.md")
-        yield orjson.dumps({"room": room, "version": rec.originator_version,
-                            "type": rec.type, "payload": rec.body().decode("utf-8"),
-                            "prev": rec.prev_hash, "hash": rec.hash(),
-                            "sig": rec.signature})
-        yield b"\n"
+
+    def lines() -> Iterator[bytes]:
+        for rec in cast("list[Recorded]", records):
+            yield orjson.dumps({"room": room, "version": rec.originator_version,
+                                "type": rec.type, "payload": rec.body().decode("utf-8"),
+                                "prev": rec.prev_hash, "hash": rec.hash(),
+                                "sig": rec.signature})
+            yield b"\n"
+
+    return lines()
 
 
-def export_rooms(app: RoomsApp, rooms: list[str] | None, out: BinaryIO) -> tuple[int, int]:
-    """Write the named rooms (None: every room) to `out`; (rooms, events) written."""
+def export_rooms(app: RoomsApp, rooms: list[str] | None, out: BinaryIO
+                 ) -> tuple[int, int, list[str]]:
+    """Write the named rooms (None: every room) to `out`; (rooms, events) written, and
+    why each room left out was (every room: a damaged one is left out, the others go on;
+    a named one that cannot be exported is refused)."""
     ids: Iterable[str | UUID] = app.room_ids() if rooms is None else rooms
     count = events = 0
+    left_out: list[str] = []
     for room in ids:
-        for chunk in export_lines(app, room):
+        try:
+            lines = export_lines(app, room)
+        except Rejection as r:
+            if rooms is not None or r.code != "room_damaged":
+                raise
+            left_out.append(r.message)
+            continue
+        for chunk in lines:
             out.write(chunk)
             events += chunk != b"\n"
         count += 1
     out.flush()
-    return count, events
+    return count, events, left_out
 
 
 def parse_export(data: bytes) -> list[ExportedRoom]:

@@ -76,12 +76,16 @@ class Projector:
                 broken: dict[str, Recorded | Undecodable] = {}
                 last: dict[str, Recorded] = {}
                 for rec, _ in todo:
+                    if rec.originator_id is None:  # it names no room: no rows depend on it
+                        continue
                     room = str(rec.originator_id)
                     try:
                         if type(rec) is not Recorded:
                             raise ProjectionError(f"room {room}: version "
                                                   f"{rec.originator_version} cannot be read")
                         state = self.states.advance(rec, load)
+                        if state is None:  # applied before
+                            continue
                         self.applied(tx, rec, state)
                     except Exception:
                         broken[room] = rec
@@ -225,18 +229,23 @@ class RoomStates:
     def clear(self) -> None:
         self.cache.clear()
 
-    def advance(self, rec: Recorded, load: Callable[[str], RoomState | None]) -> RoomState:
-        """The room's state after `rec`; `load(room)` gives the stored state if not cached."""
+    def advance(self, rec: Recorded, load: Callable[[str], RoomState | None]
+                ) -> RoomState | None:
+        """The room's state after `rec`; `load(room)` gives the stored state if not cached.
+        None when the room's state is past `rec` already: the event was applied before
+        (a tracking position moved back re-reads the log, and applies nothing twice)."""
         room = str(rec.originator_id)
+        cached = self.cache.get(room)
+        want = rec.originator_version - 1
+        try:
+            found = cached if cached is not None and cached.version == want else load(room)
+        except Exception as e:  # a stored room state that cannot be read
+            raise ProjectionError(f"room {room}: its stored state cannot be read") from e
+        if found is not None and found.version > want:
+            return None
         if isinstance(rec.fact, RoomCreated):
             state = initial_state(rec.fact)
         else:
-            cached = self.cache.get(room)
-            want = rec.originator_version - 1
-            try:
-                found = cached if cached is not None and cached.version == want else load(room)
-            except Exception as e:  # a stored room state that cannot be read
-                raise ProjectionError(f"room {room}: its stored state cannot be read") from e
             if found is None or found.version != want:
                 have = None if found is None else found.version
                 raise ProjectionError(

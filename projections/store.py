@@ -50,6 +50,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import re
 import sqlite3
 import threading
@@ -62,6 +63,7 @@ from typing import Any
 from dune_ledger.application.stream import UnauthenticRow
 from dune_ledger.projections.autopilot_rows import Autopilot, autopilot_entry
 
+log = logging.getLogger("dune_ledger.read_models")
 PUBLIC = "*public*"  # the seat key of the public view: never a faction name
 
 OWNED = {"public_log": ("dl_public_log", "dl_log_rooms"),
@@ -94,6 +96,13 @@ AUTOPILOT_TABLE = ("CREATE TABLE IF NOT EXISTS dl_autopilot_rooms ("
 READ_MODEL_VERSION = 4
 TABLES = ("dl_projection_tracking", "dl_public_log", "dl_seat_views", *ROOMS.values(),
           "dl_autopilot_rooms", "dl_token_rooms")
+
+
+def tracked(position: Any) -> int | None:
+    """A stored tracking position; None when it is not one (SQLite keeps any type in
+    any column): the projection then reads the log again from its start, and applies
+    nothing twice (projections/projectors.py `RoomStates.advance`)."""
+    return position if type(position) is int and position >= 0 else None
 
 
 class ReadModelsTooNew(RuntimeError):
@@ -462,7 +471,16 @@ class SQLWrites(Writes):
     def position(self, projection: str) -> int:
         row = self.one("SELECT position AS p FROM dl_projection_tracking WHERE projection = ?",
                        (projection,))
-        return 0 if row is None else int(row["p"])
+        if row is None:
+            return 0
+        found = tracked(row["p"])
+        if found is None:  # edited behind the store's back: the log is read again
+            log.warning("read models: the tracking position of %s is not a notification "
+                        "id: the log is read again from its start", projection)
+            self.c.execute(self.q("DELETE FROM dl_projection_tracking WHERE projection = ?"),
+                           (projection,))
+            return 0
+        return found
 
     def set_position(self, projection: str, position: int) -> None:
         # The guard in WHERE makes a stale writer fail instead of moving the position back.
@@ -560,7 +578,7 @@ class SQLStore(Store):
     def position(self, projection: str) -> int:
         rows = self._rows("SELECT position AS p FROM dl_projection_tracking WHERE projection = ?",
                           (projection,))
-        return int(rows[0]["p"]) if rows else 0
+        return (tracked(rows[0]["p"]) or 0) if rows else 0
 
     def least_position(self, projections: list[str]) -> int:
         # In one query: every read of a view or the log catches up, and asks this first.
@@ -568,7 +586,7 @@ class SQLStore(Store):
         (row,) = self._rows("SELECT COUNT(*) AS n, MIN(position) AS p FROM "
                             f"dl_projection_tracking WHERE projection IN ({marks})",
                             tuple(projections))
-        return int(row["p"]) if row["n"] == len(set(projections)) else 0
+        return (tracked(row["p"]) or 0) if row["n"] == len(set(projections)) else 0
 
     def view(self, room: str, seat: str) -> tuple[int, str] | None:
         rows = self._rows("SELECT version AS v, view AS j FROM dl_seat_views "

@@ -6,8 +6,13 @@ Each worker writes an intent line to its journal before sending a command
 (with a fresh `command_id`) and an ack line once the result came back. The
 drill kills workers with SIGKILL at random moments and starts a new one in
 the same slot, which first re-sends its predecessor's unacknowledged command
-with the same `command_id`. At the end every worker is killed, the drill
-recovers the last in-flight commands itself, and then checks the store:
+with the same `command_id`. A worker is killed only once it has had a command
+accepted and acknowledged (waiting at most `--ack-timeout` seconds: a worker
+that acknowledges nothing in that time is a finding), so that on a slow
+machine the drill runs longer instead of killing workers that never got to
+work. It goes on until `--kills` kills and `--seconds` have passed. At the
+end every worker is killed, the drill recovers the last in-flight commands
+itself, and then checks the store:
 
 - no acknowledged command is lost (its events are stored, ending at the
   acknowledged version), and no rejected one left events;
@@ -160,13 +165,34 @@ def worker(args: argparse.Namespace) -> int:
             done = done[-50:]
 
 
+def journal_of(args: argparse.Namespace, slot: int) -> Path:
+    return Path(args.dir) / f"slot-{slot}.jsonl"
+
+
 def start_worker(args: argparse.Namespace, slot: int, rooms_file: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "DUNE_LEDGER_SNAPSHOT_INTERVAL": str(args.snapshot_interval)}
     return subprocess.Popen(
         [sys.executable, "-m", "scripts.kill_drill", "worker", "--db", args.db,
-         "--rooms-file", str(rooms_file), "--journal", str(Path(args.dir) / f"slot-{slot}.jsonl")],
+         "--rooms-file", str(rooms_file), "--journal", str(journal_of(args, slot))],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
+
+
+def accepted(path: Path) -> int:
+    """How many accepted commands the slot's journal has acknowledged so far."""
+    return sum(1 for e in journal_lines(path) if e["k"] == "ack" and e["ok"])
+
+
+def worked(proc: subprocess.Popen[bytes], path: Path, before: int, timeout: float) -> bool:
+    """Wait until the worker of a slot has had a command accepted since it started (the
+    slot's journal held `before` then); False when it has not within `timeout` seconds,
+    or died."""
+    deadline = time.monotonic() + timeout
+    while accepted(path) <= before:
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def signature_checker() -> tuple[Any, Path]:
@@ -299,19 +325,25 @@ def drill(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     procs = {slot: start_worker(args, slot, rooms_file) for slot in range(args.workers)}
-    kills = crashed = 0
-    while time.monotonic() - started < args.seconds:
-        time.sleep(rng.uniform(0.3, 1.7) * args.kill_every)
-        for slot, proc in list(procs.items()):
+    # Accepted commands each slot's journal held when its worker started.
+    before = dict.fromkeys(procs, 0)
+    kills = crashed = stalled = 0
+    while kills < args.kills or time.monotonic() - started < args.seconds:
+        slot = rng.randrange(args.workers)
+        if not worked(procs[slot], journal_of(args, slot), before[slot], args.ack_timeout):
+            stalled += procs[slot].poll() is None
+        time.sleep(rng.uniform(0.3, 1.7) * args.kill_every)  # a moment in its work
+        for other, proc in list(procs.items()):
             if proc.poll() is not None:  # a worker that died by itself is a finding
                 crashed += 1
                 err = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
-                print(f"worker {slot} exited with {proc.returncode}: {err}", file=sys.stderr)
-                procs[slot] = start_worker(args, slot, rooms_file)
-        slot = rng.randrange(args.workers)
+                print(f"worker {other} exited with {proc.returncode}: {err}", file=sys.stderr)
+                before[other] = accepted(journal_of(args, other))
+                procs[other] = start_worker(args, other, rooms_file)
         procs[slot].send_signal(signal.SIGKILL)
         procs[slot].wait()
         kills += 1
+        before[slot] = accepted(journal_of(args, slot))
         procs[slot] = start_worker(args, slot, rooms_file)
     for proc in procs.values():  # the end is a crash too
         proc.send_signal(signal.SIGKILL)
@@ -328,10 +360,10 @@ def drill(args: argparse.Namespace) -> int:
         app.close()
     report.update(searches)
     report.update({"workers": args.workers, "kills": kills, "workers_crashed": crashed,
-                   "recovered_at_end": recovered,
+                   "workers_stalled": stalled, "recovered_at_end": recovered,
                    "seconds": round(time.monotonic() - started, 1)})
     failed = (report["lost"] or report["applied_twice"] or report["rejected_but_stored"]
-              or report["audit_failures"] or report["repeats_differing"] or crashed
+              or report["audit_failures"] or report["repeats_differing"] or crashed or stalled
               or report["bad_signatures"] or report["key_file_mode"] != "0o600"
               or report["stored_without_ack"]
               or report["open_searches_completed"] != report["open_searches_after_restart"])
@@ -351,8 +383,14 @@ def main() -> int:
                    help="storage URL (default $DUNE_LEDGER_DB)")
     p.add_argument("--rooms", type=int, default=20)
     p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--seconds", type=float, default=20.0, help="how long to keep killing")
-    p.add_argument("--kill-every", type=float, default=0.5, help="mean seconds between kills")
+    p.add_argument("--seconds", type=float, default=20.0,
+                   help="keep killing for at least this long")
+    p.add_argument("--kills", type=int, default=0, help="and for at least this many kills")
+    p.add_argument("--kill-every", type=float, default=0.5,
+                   help="mean seconds a worker works on after its first accepted command")
+    p.add_argument("--ack-timeout", type=float, default=120.0,
+                   help="seconds a worker has to get a command accepted before it is killed "
+                        "anyway (and the drill fails)")
     p.add_argument("--snapshot-interval", type=int, default=7)
     p.add_argument("--seed", type=int, default=None, help="seeds the kill schedule only")
     p.add_argument("--dir", default="kill-drill", help="where the journals go")

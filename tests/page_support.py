@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import httpx
 import pytest
 
 from dune_ledger.domain.catalog import room_cards
-from tests.support import free_port
+from tests.support import HANG, answering, free_port
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
@@ -82,13 +81,7 @@ class Server:
                 [sys.executable, "-m", "dune_ledger", "--db", self.url, "serve",
                  "--host", "127.0.0.1", "--port", str(self.port)],
                 env=env, stdout=out, stderr=subprocess.STDOUT)
-        for _ in range(400):
-            try:
-                if httpx.get(f"{self.base}/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.05)
-        raise RuntimeError("the server did not start")
+        answering(self.base, self.proc)
 
     def __enter__(self) -> Server:
         self.start()
@@ -97,12 +90,12 @@ class Server:
     def __exit__(self, *_: Any) -> None:
         if self.proc is not None:
             self.proc.terminate()
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=HANG)
 
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)  # no shutdown: as a crash would
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=HANG)
         self.proc = None
 
     def create(self, layout: dict[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,12 @@ if TYPE_CHECKING:  # the pure rules tests import this module too: no server libr
     from dune_ledger.projections.read_models import ReadModels
 
 BOX = "nullentropy-box"
+# Seconds a test waits for what must happen (a process to start, answer, end; a follower
+# to catch up) before it calls it a hang: a bound on a hang, never a measure of speed.
+# On a loaded machine (two cores shared by several suites) a server took over 10 s to
+# start and a finished process seconds to exit; a failure is seen at once where it can
+# be (a process that died), not by waiting.
+HANG = 300.0
 # The fewest events a part of a parallel audit covers, small enough for a test's room.
 PART_MIN = 40
 
@@ -211,15 +217,41 @@ class Server:
 
     def __enter__(self) -> Server:
         self.thread.start()
-        for _ in range(400):
-            if self.server.started:
-                return self
-            time.sleep(0.025)
-        raise RuntimeError("the server did not start")
+        until(lambda: self.server.started or not self.thread.is_alive(), "the server to start",
+              poll=0.025)
+        if not self.server.started:
+            raise RuntimeError("the server did not start")
+        return self
 
     def __exit__(self, *_: Any) -> None:
         self.server.should_exit = True
-        self.thread.join(timeout=20)
+        self.thread.join(timeout=HANG)
+
+
+def until(condition: Any, what: Any, *, poll: float = 0.05) -> None:
+    """Wait until `condition()` holds; after HANG seconds, a failure naming `what` (text,
+    or a function that gives it then: a log read so far, say)."""
+    deadline = time.monotonic() + HANG
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"waited {HANG:g} s for {what() if callable(what) else what}")
+        time.sleep(poll)
+
+
+def answering(base: str, proc: Any = None) -> None:
+    """Wait until the server at `base` answers /healthz; `proc`, the server's process, if it
+    exits first, fails the wait at once."""
+    import httpx
+
+    def up() -> bool:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the server at {base} exited with {proc.returncode}")
+        try:
+            return httpx.get(f"{base}/healthz", timeout=HANG).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    until(up, f"the server at {base} to answer")
 
 
 def events(lines: Iterator[str], count: int) -> list[dict[str, str]]:
@@ -293,6 +325,20 @@ def drawn(app: RoomsApp) -> str:
     for seat in ("emperor", "harkonnen", "emperor", "harkonnen"):
         assert app.execute(room, seat, {"type": "draw"})["ok"]
     return room
+
+
+def datastore(url: str) -> Any:
+    """The library's PostgreSQL datastore on the database of `url`, for a recorder made
+    by hand (a table of the test's own), with the pool `open_rooms` gives (a follower's
+    LISTEN holds a connection of its own)."""
+    from urllib.parse import urlparse
+
+    from eventsourcing.postgres import PostgresDatastore
+
+    parsed = urlparse(url)
+    return PostgresDatastore(dbname=parsed.path.strip("/"), host=parsed.hostname or "",
+                             port=str(parsed.port or 5432), user=parsed.username or "postgres",
+                             password=parsed.password or "", pool_size=2, max_overflow=8)
 
 
 # --- the PostgreSQL notification log, as a follower reads it -----------------------

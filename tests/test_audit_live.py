@@ -20,7 +20,7 @@ from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import long_room, tamper
+from tests.support import HANG, long_room, tamper
 
 
 @contextmanager
@@ -200,7 +200,7 @@ def test_audits_while_two_processes_play_find_nothing(url: str) -> None:
         finally:
             stop.set()
             for process in players:
-                process.join(timeout=30)
+                process.join(timeout=HANG)
         assert all(p.exitcode == 0 for p in players)
         assert [r["checks"] for r in reports if not r["ok"]] == []
         versions = [r["version"] for r in reports]

@@ -119,6 +119,22 @@ def test_bad_commands(cli: Cli):
     assert len(report) == 1 and report[0]["version"] == 1
 
 
+def test_the_operator_sends_its_own_commands_and_no_seat_sends_them(cli: Cli):
+    created = cli("room", "create", "-", stdin=orjson.dumps(layout()).decode())
+    room = orjson.loads(created.stdout)["room"]
+    as_seat = cli("room", "command", room, "--as", "emperor", '{"type": "end_room"}')
+    assert as_seat.returncode == 1 and "--operator" in as_seat.stderr
+    seat_kind = cli("room", "command", room, "--operator", '{"type": "draw"}')
+    assert seat_kind.returncode == 1
+    assert orjson.loads(seat_kind.stdout)["error"]["code"] == "not_eligible"
+    both = cli("room", "command", room, "--operator", "--as", "emperor", '{"type": "draw"}')
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+    assert cli.rooms()[0]["version"] == 1
+    ended = cli.json("room", "command", room, "--operator", '{"type": "end_room"}')
+    assert ended["events"][0]["type"] == "RoomEnded"
+    assert "end_room" in cli("room", "command", "--help").stdout
+
+
 def test_audit_exits_1_on_a_broken_chain(cli: Cli):
     import sqlite3
 

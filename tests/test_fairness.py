@@ -243,7 +243,8 @@ def test_the_end_publishes_the_secret_refuses_later_commands_and_is_idempotent(a
 def test_the_end_is_not_a_seat_command(app):
     room = app.create_room(committed_layout())["room"]
     refused = app.execute(room, "emperor", {"type": "end_room"})
-    assert refused["error"]["code"] == "invalid_command"
+    assert refused["error"]["code"] == "not_eligible"
+    assert "operator" in refused["error"]["message"]
     assert app.public_view(room)["ended"] is False
 
 

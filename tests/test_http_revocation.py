@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import httpx
 
-from tests.support import ADMIN, auth, events, free_port, layout
+from tests.support import ADMIN, answering, auth, events, free_port, layout
 
 # The old token is refused: 401, or 429 once this client's wrong tokens in the room pass
 # the limit (the tries below send up to 18 in a room; counted per process).
@@ -33,15 +33,8 @@ def serving(url: str, count: int = 1, workers: int = 1) -> Iterator[list[str]]:
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
     bases = [f"http://127.0.0.1:{port}" for port in ports]
     try:
-        for base in bases:
-            for _ in range(600):
-                try:
-                    if httpx.get(f"{base}/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.05)
-            else:
-                raise RuntimeError(f"serve did not start at {base}")
+        for base, proc in zip(bases, procs, strict=True):
+            answering(base, proc)
         yield bases
     finally:
         for proc in procs:

@@ -6,14 +6,13 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support import ADMIN, auth, free_port, layout
+from tests.support import ADMIN, HANG, answering, auth, free_port, layout
 
 
 @pytest.fixture
@@ -26,18 +25,13 @@ def servers(pg_url: str) -> Iterator[list[str]]:
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
     bases = [f"http://127.0.0.1:{port}" for port in ports]
     try:
-        for base in bases:
-            for _ in range(300):
-                try:
-                    if httpx.get(f"{base}/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.05)
+        for base, proc in zip(bases, procs, strict=True):
+            answering(base, proc)
         yield bases
     finally:
         for proc in procs:
             proc.terminate()
-            proc.wait(timeout=10)
+            proc.wait(timeout=HANG)
 
 
 def together(calls: list[Any]) -> list[httpx.Response]:

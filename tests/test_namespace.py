@@ -147,7 +147,8 @@ from dune_ledger.domain import game
 from dune_ledger.domain.effect import HOUSE
 def registered():
     return (set(HOUSE.handlers), HOUSE.continuations, HOUSE.gates, HOUSE.after_discard,
-            set(HOUSE.from_system), HOUSE.any_time, set(HOUSE.windows), set(HOUSE.events),
+            set(HOUSE.operator), set(HOUSE.system), HOUSE.any_time, set(HOUSE.windows),
+            set(HOUSE.events),
             set(HOUSE.commands), len(HOUSE.effects))
 before = registered()
 for path in pathlib.Path(game.__file__).parent.glob("*.py"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -13,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from dune_ledger.infrastructure.http import create_app
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import free_port, layout
+from tests.support import HANG, answering, free_port, layout
 
 
 def test_the_page_is_the_same_for_every_visitor_and_holds_no_seat_data() -> None:
@@ -89,15 +88,11 @@ def test_table_serves_the_demo_room_and_prints_each_seat_page(tmp_path: Path) ->
         assert set(pages) == {"Richese", "Emperor", "Harkonnen", "Atreides", "Spectators", "Host"}
         url, _, token = pages["Richese"].partition("#token=")
         room = url.rsplit("/", 1)[1]
-        for _ in range(400):
-            try:
-                page = httpx.get(url)
-                break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        answering(f"http://127.0.0.1:{port}", proc)
+        page = httpx.get(url, timeout=HANG)
         assert page.status_code == 200 and token not in page.text
         view = httpx.get(f"http://127.0.0.1:{port}/rooms/{room}/view",
-                         headers={"Authorization": f"Bearer {token}"})
+                         headers={"Authorization": f"Bearer {token}"}, timeout=HANG)
         assert view.status_code == 200 and view.json()["seat"] == "richese"
         watch, _, spectator = pages["Spectators"].partition("#token=")
         assert watch == f"http://127.0.0.1:{port}/watch/{room}"
@@ -107,7 +102,7 @@ def test_table_serves_the_demo_room_and_prints_each_seat_page(tmp_path: Path) ->
         assert httpx.get(pages["Host"]).status_code == 200
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=HANG)
 
 
 def test_table_refuses_a_public_address() -> None:

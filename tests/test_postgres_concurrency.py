@@ -11,6 +11,8 @@ gets a clear rejection. Nothing is applied twice and nothing is lost.
 from __future__ import annotations
 
 import multiprocessing as mp
+import queue
+import time
 from collections import Counter
 from typing import Any
 
@@ -19,10 +21,9 @@ import pytest
 from dune_ledger.application.audit import audit_room
 from dune_ledger.infrastructure.storage import open_rooms
 from scripts.throwaway import throwaway_database
-from tests.support import layout
+from tests.support import HANG, layout
 
 CTX = mp.get_context("spawn")  # no pool threads or sockets inherited from the test process
-TIMEOUT = 60
 
 
 def racer(url: str, room: str, seat: str, command: dict[str, Any], barrier: Any,
@@ -39,7 +40,7 @@ def racer(url: str, room: str, seat: str, command: dict[str, Any], barrier: Any,
         nonlocal conflicts
         if first[0]:
             first[0] = False
-            collide.wait(timeout=TIMEOUT)
+            collide.wait(timeout=HANG)
         try:
             return save(*args, **kw)
         except IntegrityError:
@@ -49,10 +50,33 @@ def racer(url: str, room: str, seat: str, command: dict[str, Any], barrier: Any,
     app.save = colliding_save  # type: ignore[method-assign]
     try:
         app.load(room)  # warm the pool so the race is about the save, not the connect
-        barrier.wait(timeout=TIMEOUT)
+        barrier.wait(timeout=HANG)
         results.put((app.execute(room, seat, command), conflicts))
     finally:
         app.close()
+
+
+def collected(procs: list[Any], results: Any, barriers: list[Any]) -> list[Any]:
+    """Every process's result, however long they take to start on a loaded machine; one
+    that exits before sending its result fails the test at once (and releases the others
+    from the barriers). Each must then end: a racer whose app had closed once hung at its
+    exit (infrastructure/postgres.py `Notifier.close`)."""
+    out: list[Any] = []
+    deadline = time.monotonic() + HANG
+    while len(out) < len(procs):
+        try:
+            out.append(results.get(timeout=0.2))
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for barrier in barriers:
+                    barrier.abort()
+                pytest.fail(f"a process exited with {dead[0]} before its result" if dead
+                            else f"no result after {HANG:g} s")
+    for p in procs:
+        p.join(timeout=HANG)
+        assert p.exitcode == 0
+    return out
 
 
 def race(url: str, room: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -62,10 +86,7 @@ def race(url: str, room: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[di
              for seat, cmd in jobs]
     for p in procs:
         p.start()
-    out = [results.get(timeout=TIMEOUT) for _ in procs]
-    for p in procs:
-        p.join(timeout=TIMEOUT)
-        assert p.exitcode == 0
+    out = collected(procs, results, [barrier, collide])
     # The store, not the scheduler, decided: every loser's first save was refused.
     assert sum(conflicts for _, conflicts in out) >= len(jobs) - 1
     return [result for result, _ in out]
@@ -168,7 +189,7 @@ def test_expected_version_mismatch_is_reported_not_retried(app: Any, pg_url: str
 
 
 def opener(url: str, barrier: Any, results: Any) -> None:
-    barrier.wait(timeout=TIMEOUT)
+    barrier.wait(timeout=HANG)
     app = open_rooms(url)  # the first use creates the tables
     try:
         results.put(app.create_room(layout())["room"])
@@ -182,10 +203,7 @@ def test_processes_starting_on_a_fresh_database_create_the_tables_once(pg_admin_
         procs = [CTX.Process(target=opener, args=(url, barrier, results)) for _ in range(4)]
         for p in procs:
             p.start()
-        rooms = {results.get(timeout=TIMEOUT) for _ in procs}
-        for p in procs:
-            p.join(timeout=TIMEOUT)
-            assert p.exitcode == 0
+        rooms = set(collected(procs, results, [barrier]))
         app = open_rooms(url)
         try:
             assert {str(r) for r in app.room_ids()} == rooms

@@ -30,6 +30,7 @@ from dune_ledger.infrastructure.storage import open_rooms
 from tests.rules_support import BOX
 from tests.rules_support import ambassador_layout as layout
 from tests.rules_support import ambassador_seats as seats
+from tests.support import HANG, until
 
 CTX = mp.get_context("spawn")
 IN_FLIGHT = ("in_flight_completed", "in_flight_terminated")
@@ -50,7 +51,7 @@ def doomed(url: str, room: str, seat: str, command: dict[str, Any], point: str,
     app = open_rooms(url)
     app.load(room)  # tables and connections ready before the parent takes its lock
     ready.set()
-    go.wait(30)
+    go.wait(HANG)
     app.execute(room, seat, command)
     if point == "committed":
         raise AssertionError("the process should have been killed")
@@ -69,10 +70,11 @@ def kill_during(url: str, room: str, seat: str, command: dict[str, Any], point: 
     ready, go = CTX.Event(), CTX.Event()
     proc = CTX.Process(target=doomed, args=(url, room, seat, command, point, ready, go))
     proc.start()
-    assert ready.wait(60)
+    until(lambda: ready.is_set() or not proc.is_alive(), "the process to open the store")
+    assert ready.is_set(), f"the process exited with {proc.exitcode}"
     if point not in IN_FLIGHT:
         go.set()
-        proc.join(timeout=60)
+        proc.join(timeout=HANG)
         assert proc.exitcode == -signal.SIGKILL
         return
     probe = open_rooms(url)
@@ -82,23 +84,20 @@ def kill_during(url: str, room: str, seat: str, command: dict[str, Any], point: 
         holder.execute(SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
             Identifier(schema), Identifier(table)))
         go.set()
-        deadline = time.monotonic() + 30
-        while (backend := waiting_append(admin, table)) is None:
-            assert time.monotonic() < deadline, "the append never reached the server"
-            time.sleep(0.02)
+        until(lambda: waiting_append(admin, table) is not None,
+              "the append to reach the server", poll=0.02)
+        backend = waiting_append(admin, table)
         os.kill(proc.pid, signal.SIGKILL)
-        proc.join(timeout=60)
+        proc.join(timeout=HANG)
         assert proc.exitcode == -signal.SIGKILL
         if point == "in_flight_terminated":
             admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
             while waiting_append(admin, table) is not None:
                 time.sleep(0.02)
         holder.rollback()  # the lock is released: an orphaned append runs to the end
-        deadline = time.monotonic() + 30
-        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
-                            (backend,)).fetchone()[0]:  # type: ignore[index]
-            assert time.monotonic() < deadline, "the orphaned append never finished"
-            time.sleep(0.02)
+        until(lambda: not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                        (backend,)).fetchone()[0],  # type: ignore[index]
+              "the orphaned append to finish", poll=0.02)
 
 
 def ok(result: dict[str, Any]) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from dune_ledger.application.audit import audit_room, state_hash
 from dune_ledger.application.stream import project_room
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.infrastructure.errors import UsageError
-from dune_ledger.infrastructure.postgres import prepare_and_run
+from dune_ledger.infrastructure.postgres import RoomsRecorder, name_base, prepare_and_run
 from dune_ledger.infrastructure.settings import Settings
 from dune_ledger.infrastructure.storage import environment, open_rooms
-from tests.support import database, layout
+from tests.support import HANG, database, datastore, layout, until
 
 
 def test_url_and_pool_settings_reach_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,3 +241,66 @@ def test_a_statement_prepared_while_it_waits_for_a_lock_lets_the_other_threads_r
                         [key.to_bytes(8, "big")], [1])
         committer.join()
         assert time.monotonic() - started < 1.5  # the holder committed: the lock came free
+
+
+@pytest.mark.parametrize("length", [55, 63])
+def test_a_long_table_name_keeps_its_functions_apart(pg_url: str, length: int) -> None:
+    """PostgreSQL cuts every name at 63 bytes: from a table name of 55 characters on,
+    `..._settled_max` and `..._settled` were one function calling itself, and every read
+    of the log failed ("stack depth limit exceeded"). The library takes names up to 63."""
+    table = f"t{uuid4().hex}".ljust(length, "x")
+    store = datastore(pg_url)
+    recorder = RoomsRecorder(store, events_table_name=table)
+    try:
+        recorder.create_table()
+        room, other = uuid4(), uuid4()
+        ids = list(recorder.insert_events([
+            StoredEvent(originator_id=room, originator_version=v, topic="t", state=b"{}")
+            for v in range(1, 17)]))  # the longest prepared append's name
+        ids += recorder.insert_events([StoredEvent(originator_id=other, originator_version=1,
+                                                   topic="t", state=b"{}")])
+        parts = recorder.append_parts([
+            [StoredEvent(originator_id=uuid4(), originator_version=1, topic="t", state=b"{}")]
+            for _ in range(2)])
+        ids += [i for part in parts for i in part or []]
+        assert len(ids) == 19
+        assert recorder.max_notification_id() == max(ids)
+        assert [n.id for n in recorder.select_notifications(start=None, limit=50)] == sorted(ids)
+        assert recorder.count_after(0) == 19 and not recorder.held_back(0)
+        with store.transaction(commit=False) as curs:
+            curs.execute("SELECT proname FROM pg_proc WHERE proname LIKE %s",
+                         (recorder.name_base + "%",))
+            names = {row["proname"] for row in curs.fetchall()}
+        base = recorder.name_base
+        assert names == {base + "_append_parts", base + "_settled", base + "_follow",
+                         base + "_settled_max"}
+        assert all(len(name) <= 63 for name in names)
+        assert name_base("duneledger_events") == "duneledger_events"  # stores made before
+    finally:
+        with store.transaction(commit=True) as curs:
+            for name in (f"{recorder.name_base}{suffix}" for suffix in (
+                    "_append_parts", "_follow", "_settled_max", "_settled")):
+                curs.execute(f'DROP FUNCTION IF EXISTS "{name}"')
+            curs.execute(f'DROP TABLE IF EXISTS "{table}"')
+        store.close()
+
+
+def test_a_closed_store_leaves_no_notifier_behind(pg_url: str) -> None:
+    """A closed app's notifier sends its last NOTIFY and its thread ends; a second close
+    returns at once, even with a send in flight. The thread went on trying the closed
+    pool, holding a lock as it tried; the interpreter's exit stops it where it stands,
+    and the library's `__del__` closes the app again at the exit: processes that had
+    done their work (a racer, a player) hung there for ever. No lock is held across a
+    send now."""
+    app = open_rooms(pg_url)
+    room = app.create_room(layout())["room"]
+    assert app.execute(room, "emperor", {"type": "draw"})["ok"]
+    notifier = app.recorder.notifier  # type: ignore[attr-defined]
+    app.close()
+    assert notifier.thread is not None
+    until(lambda: not notifier.thread.is_alive(), "the notifier's thread to end")
+    notifier.asked = True  # as an append whose NOTIFY a stopped thread had yet to send
+    again = threading.Thread(target=app.close, daemon=True)
+    again.start()
+    again.join(timeout=HANG)
+    assert not again.is_alive()

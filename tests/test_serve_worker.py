@@ -15,16 +15,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
-
 from dune_ledger.application.audit import audit_room
 from tests.rules_support import BOX, layout
-from tests.support import free_port, opened
+from tests.support import HANG, answering, free_port, opened, until
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 1, 1, tzinfo=UTC)  # rooms set up "long ago": their windows are due
 PILE = ["baliset", "karama-2", "shield-1", "maula-pistol", "lasgun"]
-WAIT = 60.0
 
 
 def semuta_window(app) -> str:
@@ -62,7 +59,7 @@ def processes(*argvs: list[str]) -> Iterator[list[subprocess.Popen[bytes]]]:
         for p in procs:
             p.terminate()
         for p in procs:
-            _, err = p.communicate(timeout=20)
+            _, err = p.communicate(timeout=HANG)
             assert b"Traceback" not in err, err.decode()
 
 
@@ -71,22 +68,7 @@ def serving(url: str, port: int, *flags: str) -> list[str]:
 
 
 def up(port: int) -> None:
-    for _ in range(400):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise RuntimeError("the server did not start")
-
-
-def until(check, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} within {WAIT:g} s")
+    answering(f"http://127.0.0.1:{port}")
 
 
 def stored_types(app, room: str) -> Counter[str]:

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import psycopg
 import pytest
 
 from dune_ledger.infrastructure.storage import open_rooms
-from tests.support import database, layout
+from tests.support import HANG, database, layout, until
 
 
 @pytest.fixture
@@ -42,11 +41,19 @@ class Lines:
             if line.startswith("{"):
                 self.lines.append(orjson.loads(line))
 
-    def wait_for(self, message: str, count: int = 1, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while sum(message in str(line["message"]) for line in self.lines) < count:
-            assert time.monotonic() < deadline, "".join(self.raw)
-            time.sleep(0.05)
+    def wait_for(self, message: str, count: int = 1) -> None:
+        until(lambda: sum(message in str(line["message"]) for line in self.lines) >= count,
+              lambda: f"{message!r} in the log: {''.join(self.raw)}")
+
+
+def listening(admin_url: str, dbname: str) -> bool:
+    """Whether the worker's follower has sent its LISTEN: it logs that it follows the
+    log before it starts the follower, and connections cut before the LISTEN, where
+    the pool replaces them unseen, leave nothing to notice."""
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+                            "AND query LIKE 'LISTEN %%'", (dbname,)).fetchone()
+    return row is not None and row[0] > 0
 
 
 def applied_up_to_head(admin_url: str, dbname: str) -> bool:
@@ -67,6 +74,7 @@ def test_the_worker_opens_the_store_again_after_its_connections_are_cut(
         lines = Lines(proc)
         lines.wait_for("following the event log")
         dbname = own_pg.rsplit("/", 1)[1]
+        until(lambda: listening(pg_admin_url, dbname), "the worker's LISTEN")
         with psycopg.connect(pg_admin_url, autocommit=True) as admin:
             cut = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -82,13 +90,11 @@ def test_the_worker_opens_the_store_again_after_its_connections_are_cut(
             room = app.create_room(layout())["room"]
             for _ in range(3):
                 assert app.execute(room, "emperor", {"type": "draw"})["ok"]
-        deadline = time.monotonic() + 30
-        while not applied_up_to_head(pg_admin_url, dbname):
-            assert time.monotonic() < deadline, "".join(lines.raw)
-            time.sleep(0.1)
+        until(lambda: applied_up_to_head(pg_admin_url, dbname),
+              lambda: f"the read models to catch up: {''.join(lines.raw)}", poll=0.1)
         assert proc.poll() is None  # it never died
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=HANG)
     assert proc.returncode == 0
     assert "Traceback" not in "".join(lines.raw)
