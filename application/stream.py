@@ -138,6 +138,7 @@ class Recorded:
     stored: bytes | None = None  # the payload's bytes, without the signature
     # The last event of an append: the server's signature over APPEND + its hash.
     signature: str | None = None
+    digest: str | None = None  # `hash()`, made once: a save hashes and signs the same event
 
     @property
     def timestamp(self) -> datetime:
@@ -181,8 +182,10 @@ class Recorded:
         Hashing the stored bytes (not a re-serialization) lets an audit check a
         long chain at the speed of sha256, and any edit of a stored row shows.
         """
-        return chain_hash(str(self.originator_id), self.originator_version, self.type,
-                          self.body())
+        if self.digest is None:
+            self.digest = chain_hash(str(self.originator_id), self.originator_version,
+                                     self.type, self.body())
+        return self.digest
 
     def mutate(self, room: Room | None) -> Room:
         if room is None:

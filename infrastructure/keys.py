@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 import sys
 import threading
@@ -25,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
@@ -33,6 +33,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from eventsourcing.cryptography import AESCipher
+from nacl.exceptions import BadSignatureError
+from nacl.signing import SigningKey, VerifyKey
 
 from dune_ledger.infrastructure import settings
 from dune_ledger.infrastructure.errors import UsageError
@@ -70,7 +72,12 @@ VERIFIED_KEPT = 4096  # verified signatures kept in memory, per process
 class Keys:
     """The key file of one process, read once, created on the first signature if missing.
 
-    Implements the application's `Signer` port (application/stream.py).
+    Implements the application's `Signer` port (application/stream.py). The signatures
+    of the hot path (every append signed, every load's last append verified) are made
+    and checked with libsodium (PyNaCl): the same Ed25519, the same bytes, in half the
+    instructions of `cryptography`'s (callgrind: a signature 0.27 M against 0.46 M, a
+    verification 0.68 M against 1.45 M; a command of the bench's mix made 2.7 M).
+    `cryptography` keeps the file's keys, the PEM and the row key's HKDF.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -78,6 +85,8 @@ class Keys:
         self.lock = threading.Lock()
         self.signing: Ed25519PrivateKey | None = None
         self.public: list[Ed25519PublicKey] = []  # the current key first, then retired ones
+        self.sodium: SigningKey | None = None  # `signing`, as libsodium signs with it
+        self.verifiers: list[VerifyKey] = []  # `public`, as libsodium checks with them
         self.cipher_key: str | None = None
         self.verified: dict[tuple[bytes, str], None] = {}  # signatures that verified
         self.loaded = False
@@ -118,6 +127,8 @@ class Keys:
         if cipher is not None:
             unb64(cipher, "cipher_key", 32)
         self.signing, self.public, self.cipher_key = signing, public, cipher
+        self.sodium = SigningKey(unb64(data.get("signing_key"), "signing_key", 32))
+        self.verifiers = [VerifyKey(raw_public(key)) for key in public]
         if not self.loaded and self.path.stat().st_mode & 0o077:
             print(f"dune-ledger: the key file {self.path} can be read by others: "
                   f"chmod 600 {self.path}", file=sys.stderr)
@@ -161,35 +172,42 @@ class Keys:
     # --- the Signer port ----------------------------------------------------------------
 
     def sign(self, message: bytes) -> str:
-        if self.signing is None:
+        if self.sodium is None:
             with self.lock:
-                if self.signing is None and not self.load():
+                if self.sodium is None and not self.load():
                     self.create()
-        assert self.signing is not None
-        return b64(self.signing.sign(message))
+        assert self.sodium is not None
+        signature = b64(self.sodium.sign(message).signature)
+        # What this process signed verifies: a load of a room whose last append it
+        # wrote checks nothing again.
+        self.keep_verified(message, signature)
+        return signature
 
     def verify(self, message: bytes, signature: str) -> bool:
         if (message, signature) in self.verified:
             return True
-        if not self.public:
+        if not self.verifiers:
             self.load()  # another process may have created it since
         try:
             raw = base64.b64decode(signature, validate=True)
         except (binascii.Error, ValueError):
             return False
-        for key in self.public:
+        for key in self.verifiers:
             try:
-                key.verify(raw, message)
-            except InvalidSignature:
+                key.verify(message, raw)
+            except (BadSignatureError, ValueError):
                 continue
-            # The same bytes verify the same way: a load and the audit, or the audit
-            # and the load it compares with, check the last append's signature once
-            # (106 µs, docs/benchmarks.md). Only successes are kept, a bounded few.
-            if len(self.verified) >= VERIFIED_KEPT:
-                self.verified.clear()
-            self.verified[message, signature] = None
+            self.keep_verified(message, signature)
             return True
         return False
+
+    def keep_verified(self, message: bytes, signature: str) -> None:
+        """The same bytes verify the same way: a load and the audit, or the audit and the
+        load it compares with, check the last append's signature once. Only successes
+        are kept, a bounded few."""
+        if len(self.verified) >= VERIFIED_KEPT:
+            self.verified.clear()
+        self.verified[message, signature] = None
 
     def row_key(self, create: bool = True) -> bytes | None:
         """The key that authenticates the read-model rows (projections/store.py), derived
@@ -212,9 +230,8 @@ class Keys:
     def verify_with(self, public_key: str, message: bytes, signature: str) -> bool:
         """Check a signature with a key named at an import (`import --trust-key`)."""
         try:
-            key = Ed25519PublicKey.from_public_bytes(unb64(public_key, "public key", 32))
-            key.verify(base64.b64decode(signature, validate=True), message)
-        except (KeyFileError, InvalidSignature, binascii.Error, ValueError):
+            trusted_key(public_key).verify(message, base64.b64decode(signature, validate=True))
+        except (KeyFileError, BadSignatureError, binascii.Error, ValueError):
             return False
         return True
 
@@ -232,6 +249,13 @@ class Keys:
         if self.cipher_key is None:
             return {}
         return {"CIPHER_TOPIC": CIPHER_TOPIC, "CIPHER_KEY": self.cipher_key}
+
+
+@functools.lru_cache(maxsize=64)
+def trusted_key(public_key: str) -> VerifyKey:
+    """A key named at an import, made once per process (a load of an imported room checks
+    its last append with it)."""
+    return VerifyKey(unb64(public_key, "public key", 32))
 
 
 def write_private(path: Path, data: dict[str, Any]) -> None:

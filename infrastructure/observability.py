@@ -176,12 +176,21 @@ def configure_logging(settings: Settings, stream: Any = None,
 
 def command_done(room: str, seat: str, kind: str, code: str, seconds: float) -> None:
     """One command: its log line and its metrics."""
-    COMMANDS.labels(kind, code).inc()
-    LATENCY.labels(kind).observe(seconds)
+    counted, timed = command_metrics(kind, code)
+    counted.inc()
+    timed.observe(seconds)
     if command_log.isEnabledFor(logging.INFO):
         ms = round(seconds * 1000, 3)
         command_log.info("command", extra={"fields": {
             "room": room, "seat": seat, "type": kind, "code": code, "ms": ms}})
+
+
+@functools.cache
+def command_metrics(kind: str, code: str) -> tuple[Any, Any]:
+    """The labelled counter and histogram of a command type and result code, looked up
+    once (`labels` takes a lock and checks its arguments on every call). Both labels
+    come from closed lists (`command_type`, the rules' error codes)."""
+    return COMMANDS.labels(kind, code), LATENCY.labels(kind)
 
 
 @functools.cache

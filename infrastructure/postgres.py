@@ -7,8 +7,8 @@ oldest transaction still running (`pg_snapshot_xmin`), every one of which has
 committed or rolled back for good. Appends to different rooms commit in
 parallel and a reader following the log never skips an id that commits later
 (`tests/test_pg_lock.py`). The NOTIFY that wakes followers is sent after the
-commit, one at a time per process (`Notifier`): inside the append it would
-serialize every commit on PostgreSQL's notification queue lock.
+commit, at most one every few milliseconds per process (`Notifier`): inside
+the append it would serialize every commit on PostgreSQL's notification queue lock.
 
 The append and the room's load, the two statements of a command, are sent
 through libpq directly (`libpq_run`) on the pool's connections: psycopg's
@@ -24,16 +24,23 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
+import psycopg
 from eventsourcing.persistence import (
+    DatabaseError,
+    DataError,
     IntegrityError,
     InterfaceError,
+    InternalError,
     Notification,
+    NotSupportedError,
     OperationalError,
+    PersistenceError,
+    ProgrammingError,
     StoredEvent,
     Subscription,
 )
@@ -51,6 +58,7 @@ from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from dune_ledger.application.rooms import AppendRetried
 
+T = TypeVar("T")
 MAX_PARAMETERS = 65535  # PostgreSQL's limit on one statement's parameters
 MAX_EVENTS_PER_APPEND = (MAX_PARAMETERS - 1) // 4
 PREPARED_UP_TO = 16
@@ -156,6 +164,41 @@ def wait_for_result(pgconn: pq.abc.PGconn) -> None:
     while pgconn.is_busy():
         poller.poll()
         pgconn.consume_input()
+
+
+# The library's names for psycopg's errors, in the order its `get_connection` tries them.
+LIBRARY_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] = (
+    (psycopg.InterfaceError, InterfaceError), (psycopg.OperationalError, OperationalError),
+    (psycopg.DataError, DataError), (psycopg.IntegrityError, IntegrityError),
+    (psycopg.InternalError, InternalError), (psycopg.ProgrammingError, ProgrammingError),
+    (psycopg.NotSupportedError, NotSupportedError), (psycopg.DatabaseError, DatabaseError),
+    (psycopg.Error, PersistenceError))
+
+
+def pooled(datastore: PostgresDatastore, run: Callable[[Connection[Any]], T]) -> T:
+    """`run` on a connection of the pool, for the two statements of a command (the
+    append, the room's load), as the library's `get_connection` lends it: its errors
+    as the library names them (its retries and ours look for those).
+
+    Straight from the pool: the library's way is two generator context managers, a
+    check that the pool is open, and the connection's commit on the way out (a lock
+    and a generator for an autocommit connection that has nothing to commit). The
+    bench's begin+select mix on PostgreSQL: 1.73 M to 1.67 M instructions a command
+    of the client (callgrind, 200 commands).
+    """
+    pool = datastore.pool
+    if pool.closed:  # not opened yet: the library's way opens it
+        with datastore.get_connection() as conn:
+            return run(conn)
+    try:
+        conn = pool.getconn()
+        try:
+            return run(conn)
+        finally:
+            pool.putconn(conn)
+    except psycopg.Error as e:
+        ours = next(ours for theirs, ours in LIBRARY_ERRORS if isinstance(e, theirs))
+        raise ours(str(e)) from e
 
 
 def succeeded(conn: Connection[Any], result: pq.abc.PGresult) -> pq.abc.PGresult:
@@ -432,9 +475,10 @@ class RoomsRecorder(PostgresApplicationRecorder):
                 raise
 
     def append_alone(self, stored_events: Sequence[StoredEvent]) -> list[int]:
-        with self.datastore.get_connection() as conn:
+        def run(conn: Connection[Any]) -> list[int]:
             assert conn.autocommit  # the statement is its own transaction
             return self.append(conn, stored_events)
+        return pooled(self.datastore, run)
 
     def append_parts(self, parts: Sequence[Sequence[StoredEvent]]) -> list[list[int] | None]:
         """Several appends (each one command's, or one save's) in one statement, one
@@ -541,9 +585,8 @@ class RoomsRecorder(PostgresApplicationRecorder):
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_room(self, room_id: UUID) -> list[StoredEvent]:
         """The room's latest snapshot, if any, then every event after it: one round trip."""
-        with self.datastore.get_connection() as conn:
-            result = libpq_run(conn, self.room_name, self.room_statement, [UUID_OID],
-                               [uuid_bytes(room_id)])
+        result = pooled(self.datastore, lambda conn: libpq_run(
+            conn, self.room_name, self.room_statement, [UUID_OID], [uuid_bytes(room_id)]))
         # A topic or state stored NULL stays None, for the mapper to refuse.
         get, unpack = result.get_value, BIGINT.unpack
         events = []
@@ -732,73 +775,84 @@ class Waiting:
 
 
 class Notifier:
-    """NOTIFY the recorder's channel after appends commit, one NOTIFY at a time.
+    """NOTIFY the recorder's channel after appends commit: at most one NOTIFY every
+    INTERVAL seconds from a process, sent by a thread of its own.
 
     A NOTIFY inside the append would hold PostgreSQL's notification queue lock from
     the commit's start to its end (its WAL flush included), serializing every append
     of the server: pgbench on this machine, 8 clients, insert 7,900/s, insert+NOTIFY
-    1,800-4,200/s. Sent after the commit by a thread of its own, one NOTIFY covers
-    every append that committed before it started.
+    1,800-4,200/s. Sent after the commit, one NOTIFY covers every append that
+    committed before it started. One per append cost a lone process a transaction of
+    its own per command (a third of the client's CPU and a sixth of the server's,
+    docs/benchmarks.md "A command at the cost of two inserts"): the appends of an
+    interval share one. A lone command's NOTIFY goes at once; a follower learns of a
+    busy process's appends at most INTERVAL later, and followers poll besides
+    (`RoomsSubscription.POLL`).
     """
+
+    INTERVAL = 0.01
 
     def __init__(self, recorder: RoomsRecorder) -> None:
         self.recorder = recorder
-        self.wanted = threading.Event()
-        self.lock = threading.Lock()
+        self.asked = False  # an append committed that no NOTIFY has covered yet
+        self.woken = threading.Event()
+        self.stopped = threading.Event()
+        self.start = threading.Lock()
         self.thread: threading.Thread | None = None
-        self.closed = False
         # A NOTIFY takes a transaction id, so its commit would wait for a WAL flush of
         # its own; nothing of it needs to survive a crash (followers read the log).
         self.statement = SQL("BEGIN; SET LOCAL synchronous_commit = off; NOTIFY {0}; "
                              "COMMIT").format(Identifier(recorder.channel_name))
 
     def appended(self) -> None:
-        self.wanted.set()
+        if not self.asked:
+            self.asked = True
+            self.woken.set()
         if self.thread is None:
-            with self.lock:
-                if self.thread is None:
+            with self.start:
+                if self.thread is None and not self.stopped.is_set():
                     self.thread = threading.Thread(target=self.run, name="notifier",
                                                    daemon=True)
                     self.thread.start()
 
     def run(self) -> None:
-        while not self.closed:
-            self.wanted.wait()
-            if not self.send():
-                time.sleep(0.2)  # the store is away: followers poll meanwhile
+        """The only sender while the process runs: no lock is held across a round trip
+        (at exit, a daemon thread stopped in one would hold it for good)."""
+        while True:
+            self.woken.wait()
+            self.woken.clear()
+            sent = self.send()
+            if self.stopped.is_set():
+                return
+            # Appends meanwhile share the next NOTIFY; the store away, followers poll.
+            self.stopped.wait(self.INTERVAL if sent else 0.2)
 
-    def send(self, wait: float = -1) -> bool:
-        """NOTIFY now if an append asked for it; False if it could not be sent (or, with
-        `wait`, another send held the lock that many seconds)."""
-        if self.closed:
+    def send(self) -> bool:
+        """NOTIFY now if an append asked for it; False if it could not be sent."""
+        if not self.asked:
             return True
-        if not self.lock.acquire(timeout=wait):
-            return False
+        self.asked = False  # an append that commits after this asks again
         try:
-            if not self.wanted.is_set():
-                return True
-            self.wanted.clear()  # an append committed after this asks again
-            try:
-                with self.recorder.datastore.get_connection() as conn:
-                    conn.execute(self.statement)
-            except Exception:
-                self.wanted.set()
-                return False
-            return True
-        finally:
-            self.lock.release()
+            with self.recorder.datastore.get_connection() as conn:
+                conn.execute(self.statement)
+        except Exception:
+            self.asked = True
+            return False
+        return True
 
     def close(self) -> None:
-        """The last appends' NOTIFY (a one-shot command's), then none: the thread ends.
-
-        The thread went on trying a closed pool every 0.2 s, holding the lock as it
-        tried; the interpreter's exit stops such a thread where it stands, and a close at
-        the exit's garbage collection (the library's `__del__`) then waited for that lock
-        for ever: a process that had done its work never ended. A close waits for a send
-        in flight CLOSE_WAIT seconds at most (followers poll for what no NOTIFY tells)."""
-        self.send(wait=CLOSE_WAIT)
-        self.closed = True
-        self.wanted.set()  # the thread wakes, and ends
+        """The last appends' NOTIFY (a one-shot command's), then the thread ends; a
+        second close (the library's `__del__`, at the interpreter's exit, where a
+        daemon thread stops wherever it stands) returns at once."""
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        thread = self.thread
+        if thread is None:
+            self.send()
+            return
+        self.woken.set()
+        thread.join(timeout=CLOSE_WAIT)
 
 
 def not_null(result: pq.abc.PGresult) -> Callable[[int, int], bytes]:
@@ -880,6 +934,7 @@ class RoomsPostgresFactory(PostgresFactory):
         return recorder
 
     def close(self) -> None:
-        for recorder in self.recorders:  # before the pool goes
+        # The last appends' NOTIFY, before the pool goes (a one-shot command's).
+        for recorder in self.recorders:
             recorder.notifier.close()
         super().close()

@@ -1,22 +1,77 @@
-"""The SQLite recorder of the rooms' events: the library's, plus a lean stream read.
+"""The SQLite recorder of the rooms' events: the library's, plus lean reads and appends.
 
 The library reads events as StoredEvents, with a UUID made from text and a
 `sqlite3.Row` per row; an audit reads a whole stream (or a long part of it),
 where those were a third of the cost of reading. `select_stream` gives the plain rows that the
-mapper's `stream` turns into events, as the PostgreSQL recorder does.
+mapper's `stream` turns into events, as the PostgreSQL recorder does. A room's load
+reads its latest snapshot and the events after it in one transaction (`select_room`,
+as on PostgreSQL; the library's repository takes two), and an append is one INSERT of
+all its events (the library sends one a row).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.sqlite import SQLiteApplicationRecorder
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
 from dune_ledger.application.stream import as_room_id
 
+# An append of more events (an import's batch) goes row by row, as the library sends it:
+# one statement's variables are bounded (SQLITE_MAX_VARIABLE_NUMBER).
+ONE_STATEMENT_UP_TO = 64
+
 
 class RoomsSQLiteRecorder(SQLiteApplicationRecorder):
+    def __init__(self, datastore: SQLiteDatastore,
+                 events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        # The library names the snapshots table after the events table ("x_events",
+        # "x_snapshots").
+        snapshots = self.events_table_name.removesuffix("_events") + "_snapshots"
+        self.room_statement = (
+            f"WITH s AS (SELECT originator_version, topic, state FROM {snapshots} "
+            "WHERE originator_id = ?1 ORDER BY originator_version DESC LIMIT 1) "
+            "SELECT * FROM s UNION ALL "
+            f"SELECT originator_version, topic, state FROM {self.events_table_name} "
+            "WHERE originator_id = ?1 "
+            "AND originator_version > COALESCE((SELECT originator_version FROM s), 0) "
+            "ORDER BY originator_version")
+        self.insert_statements = {n: f"INSERT INTO {self.events_table_name} VALUES "
+                                  + ",".join(["(?,?,?,?)"] * n)
+                                  for n in range(2, ONE_STATEMENT_UP_TO + 1)}
+
+    def select_room(self, room_id: UUID) -> list[StoredEvent]:
+        """The room's latest snapshot, if any, then every event after it: one read."""
+        with self.datastore.transaction(commit=False) as c:
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None
+            cursor.execute(self.room_statement, (room_id.hex,))
+            rows = cursor.fetchall()
+        return [StoredEvent(originator_id=room_id, originator_version=version, topic=topic,
+                            state=state) for version, topic, state in rows]
+
+    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
+                       **kwargs: Any) -> Sequence[int] | None:
+        """The append's events in one INSERT; their rowids (the notification ids) follow
+        each other, the transaction holding the database's write lock."""
+        n = len(stored_events)
+        statement = self.insert_statements.get(n)
+        if statement is None:
+            return super()._insert_events(c, stored_events, **kwargs)
+        params: list[Any] = []
+        for e in stored_events:
+            room = e.originator_id
+            params += (room.hex if isinstance(room, UUID) else room, e.originator_version,
+                       e.topic, e.state)
+        c.execute(statement, params)
+        last = c.lastrowid
+        assert last is not None
+        return list(range(last - n + 1, last + 1))
+
     def convert_originator_id(self, originator_id: Any) -> Any:
         """A stored room id as a UUID; a value that is not one (SQLite keeps any type in
         any column) is left as it is, for the mapper to refuse: the library's own

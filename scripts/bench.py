@@ -59,7 +59,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dune_ledger.application.audit import audit_room, state_hash
 from dune_ledger.application.rooms import RoomsApp
@@ -83,6 +83,13 @@ except ImportError:  # pragma: no cover - older trees
 CPUS = len(os.sched_getaffinity(0))
 AUDIT_PASSES = 3  # each audit figure is the median of this many
 CODE_ROOT = Path(sys.modules["dune_ledger"].__file__ or ".").resolve().parent.parent
+if not Path(sys.modules["dune_ledger.application.rooms"].__file__ or "").resolve().is_relative_to(
+        CODE_ROOT):
+    # pyproject.toml's package-dir: a checkout on PYTHONPATH brings its dune_ledger/ but
+    # not its layers, which would come from whatever is installed.
+    raise SystemExit(f"bench: the layers imported are not {CODE_ROOT}'s: measure a "
+                     "checkout with its own environment (python3 -m venv .venv && "
+                     ".venv/bin/pip install -e . there, then PYTHON=.venv/bin/python)")
 
 SIZES: dict[str, dict[str, Any]] = {
     # A mix of `pairs` searches per process runs about as long as its baseline run
@@ -276,32 +283,42 @@ def bench_throughput(storage: str, tmp: Path, size: dict[str, Any]) -> list[dict
         except SystemExit as e:
             note(f"PostgreSQL command figures skipped: {e}")
             return rows
+    # Unsigned, then (once the code has them) signed by a keyed seat (RULES 9.3): each
+    # mix in turn with its own baseline.
+    variants = [False, True] if bench_commands.SEAT_SIGNATURES else [False]
     for procs in size["procs"]:
-        rates, bases, ratios = [], [], []
-        with database(storage, tmp, f"mix{procs}") as url:
-            for _ in range(size["rounds"]):
-                mix = bench_commands.run_mix(url, procs, size["pairs"])
-                if storage == "postgresql":
-                    base = bench_commands.pgbench_inserts(url, procs, size["seconds"])
-                    what = "pgbench single-row INSERT"
-                else:
-                    sync = bench_commands.library_synchronous(url)
-                    base, raw_sync = bench_commands.sqlite_inserts(
-                        str(tmp / f"raw-{procs}.db"), procs, size["seconds"])
-                    what = f"sqlite3 single-row INSERT (WAL, synchronous={raw_sync})"
-                    if raw_sync != sync:
-                        note(f"SQLite baseline ran at synchronous={raw_sync}, "
-                             f"the library at {sync}")
-                rates.append(mix["commands_per_s"])
-                bases.append(base)
-                ratios.append(mix["commands_per_s"] / base)
-                say(f"{storage} x{procs}: {rates[-1]:.0f} commands/s, baseline {base:.0f}/s")
-        rows.append({"storage": storage, "processes": procs,
-                     "commands_per_s": round(statistics.median(rates), 1),
-                     "baseline_per_s": round(statistics.median(bases), 1),
-                     "ratio": round(statistics.median(ratios), 3),
-                     "ratios": [round(r, 3) for r in ratios], "baseline": what})
+        for signed in variants:
+            rates, bases, ratios = [], [], []
+            with database(storage, tmp, f"mix{procs}{'s' if signed else ''}") as url:
+                for _ in range(size["rounds"]):
+                    mix = bench_commands.run_mix(url, procs, size["pairs"], signed=signed)
+                    base, what = throughput_baseline(storage, url, tmp, procs, size["seconds"])
+                    rates.append(mix["commands_per_s"])
+                    bases.append(base)
+                    ratios.append(mix["commands_per_s"] / base)
+                    say(f"{storage} x{procs}{' signed' if signed else ''}: "
+                        f"{rates[-1]:.0f} commands/s, baseline {base:.0f}/s")
+            rows.append({"storage": storage, "processes": procs, "signed": signed,
+                         "commands_per_s": round(statistics.median(rates), 1),
+                         "baseline_per_s": round(statistics.median(bases), 1),
+                         "ratio": round(statistics.median(ratios), 3),
+                         "ratios": [round(r, 3) for r in ratios], "baseline": what})
+    if not bench_commands.SEAT_SIGNATURES:
+        note(f"{LABEL[storage]}: commands signed by a keyed seat (RULES 9.3) not measured: "
+             "this code has no seat signatures yet")
     return rows
+
+
+def throughput_baseline(storage: str, url: str, tmp: Path, procs: int,
+                        seconds: float) -> tuple[float, str]:
+    """Raw single-row inserts per second on the same store, and what they are."""
+    if storage == "postgresql":
+        return bench_commands.pgbench_inserts(url, procs, seconds), "pgbench single-row INSERT"
+    sync = bench_commands.library_synchronous(url)
+    base, raw_sync = bench_commands.sqlite_inserts(str(tmp / f"raw-{procs}.db"), procs, seconds)
+    if raw_sync != sync:
+        note(f"SQLite baseline ran at synchronous={raw_sync}, the library at {sync}")
+    return base, f"sqlite3 single-row INSERT (WAL, synchronous={raw_sync})"
 
 
 def bench_replay_and_load(app: RoomsApp, room_id: str, events: int,
@@ -571,57 +588,100 @@ def code_commit() -> str | None:
     return benchcommon.code_commit(CODE_ROOT)
 
 
-def table_rows(report: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
-    """(figure, storage, measured vs baseline, ratio, goal): one line per figure."""
+class Row(NamedTuple):
+    """One line of the table: `value` is the ratio as a number, `higher` whether more is
+    better (a command's rate against the inserts) or worse (a cost against its baseline)."""
+
+    figure: str
+    storage: str
+    measured: str
+    ratio: str
+    goal: str
+    value: float
+    higher: bool
+
+
+def table_rows(report: dict[str, Any]) -> list[Row]:
+    """One line per figure."""
     f = report["figures"]
     rows = []
     for r in f.get("commands", []):
         n = r["processes"]
-        goal = ("≥ 0.35" if r["storage"] == "postgresql" else "") if n == 1 else \
-            "more /s than 1" if n == 4 else ""
-        rows.append((f"commands, {n} process{'es' if n > 1 else ''}", LABEL[r["storage"]],
-                     f"{r['commands_per_s']:,.0f}/s vs {r['baseline_per_s']:,.0f}/s inserts",
-                     f"{r['ratio']:.2f}", goal))
+        goal = "≥ 0.5" if n == 1 else "≥ 1.3 × 1 process" if n == 4 and \
+            r["storage"] == "postgresql" else "more /s than 1" if n == 4 else ""
+        signed = ", signed" if r.get("signed") else ""
+        rows.append(Row(f"commands, {n} process{'es' if n > 1 else ''}{signed}",
+                        LABEL[r["storage"]],
+                        f"{r['commands_per_s']:,.0f}/s vs {r['baseline_per_s']:,.0f}/s inserts",
+                        f"{r['ratio']:.2f}", goal, r["ratio"], True))
     for r in f.get("replay", []):
-        rows.append((f"audit, {r['size']:,}-event room", LABEL[r["storage"]],
-                     f"{r['audit_events_per_s']:,}/s vs {r['read_decode_events_per_s']:,}/s read",
-                     f"{r['ratio']:.2f}", "≥ 100,000/s"))
+        rows.append(Row(f"audit, {r['size']:,}-event room", LABEL[r["storage"]],
+                        f"{r['audit_events_per_s']:,}/s vs {r['read_decode_events_per_s']:,}/s "
+                        "read", f"{r['ratio']:.2f}", "≥ 0.5", r["ratio"], True))
         if "processes" in r and r["processes"] > 1:
             same = "" if r["parts_report_same"] else ", REPORT DIFFERS"
-            rows.append((f"audit, {r['size']:,}-event room, {r['processes']} processes",
-                         LABEL[r["storage"]],
-                         f"{r['parts_events_per_s']:,}/s vs {r['read_decode_events_per_s']:,}/s "
-                         "read", f"{r['parts_ratio']:.2f}{same}", "≥ 100,000/s"))
+            rows.append(Row(f"audit, {r['size']:,}-event room, {r['processes']} processes",
+                            LABEL[r["storage"]],
+                            f"{r['parts_events_per_s']:,}/s vs "
+                            f"{r['read_decode_events_per_s']:,}/s read",
+                            f"{r['parts_ratio']:.2f}{same}", "", r["parts_ratio"], True))
             if "parts_first_s" in r:  # reports from before 2026-11-30 lack it
-                rows.append((f"audit, {r['size']:,}-event room, {r['processes']} processes, "
-                             "starting them", LABEL[r["storage"]],
-                             f"{r['parts_first_events_per_s']:,}/s vs "
-                             f"{r['read_decode_events_per_s']:,}/s read",
-                             f"{r['read_decode_s'] / r['parts_first_s']:.2f}", ""))
+                first = r["read_decode_s"] / r["parts_first_s"]
+                rows.append(Row(f"audit, {r['size']:,}-event room, {r['processes']} "
+                                "processes, starting them", LABEL[r["storage"]],
+                                f"{r['parts_first_events_per_s']:,}/s vs "
+                                f"{r['read_decode_events_per_s']:,}/s read",
+                                f"{first:.2f}", "", first, True))
     for r in f.get("load", []):
         goal = "≥ 100×, same hash" if r["size"] >= 100_000 else "same hash"
         for key, name in (("snapshot", "snapshots"), ("cache", "kept room")):
             same = "" if r[f"{key}_hash_matches"] else ", HASH DIFFERS"
-            rows.append((f"load, {r['size']:,}-event room, {name}", LABEL[r["storage"]],
-                         f"{r[f'{key}_load_ms']:.2f} ms vs {r['full_replay_ms']:,.0f} ms replay",
-                         f"{r[f'{key}_speedup']:,.0f}×{same}", goal))
+            rows.append(Row(f"load, {r['size']:,}-event room, {name}", LABEL[r["storage"]],
+                            f"{r[f'{key}_load_ms']:.2f} ms vs {r['full_replay_ms']:,.0f} ms "
+                            "replay", f"{r[f'{key}_speedup']:,.0f}×{same}", goal,
+                            r[f"{key}_speedup"], True))
     for r in f.get("growth", []):
-        rows.append((f"command latency, version {r['size']:,}", LABEL[r["storage"]],
-                     f"{r['latency_ms']:.2f} ms", f"{r['ratio_to_first']:.2f}", "≈ 1 (flat)"))
+        rows.append(Row(f"command latency, version {r['size']:,}", LABEL[r["storage"]],
+                        f"{r['latency_ms']:.2f} ms", f"{r['ratio_to_first']:.2f}",
+                        "≈ 1 (flat)", r["ratio_to_first"], False))
     for r in f.get("integrity", []):
         base = "unsigned" if r["cost"] == "signing" else "plain"
-        rows.append((f"{r['cost']} cost per {r['of']}", LABEL[r["storage"]],
-                     f"{r['ms']:.3f} ms vs {r['baseline_ms']:.3f} ms {base}",
-                     f"{r['ratio']:.3f}", "≤ 1.10" if r["of"] == "command" else ""))
+        rows.append(Row(f"{r['cost']} cost per {r['of']}", LABEL[r["storage"]],
+                        f"{r['ms']:.3f} ms vs {r['baseline_ms']:.3f} ms {base}",
+                        f"{r['ratio']:.3f}", "≤ 1.10" if r["of"] == "command" else "",
+                        r["ratio"], False))
         if r.get("cpu_ratio") is not None:
-            rows.append((f"{r['cost']} cost per {r['of']}, CPU", LABEL[r["storage"]],
-                         f"{r['cpu_ms']:.3f} ms vs {r['cpu_baseline_ms']:.3f} ms {base}",
-                         f"{r['cpu_ratio']:.3f}", "≤ 1.10" if r["of"] == "command" else ""))
+            rows.append(Row(f"{r['cost']} cost per {r['of']}, CPU", LABEL[r["storage"]],
+                            f"{r['cpu_ms']:.3f} ms vs {r['cpu_baseline_ms']:.3f} ms {base}",
+                            f"{r['cpu_ratio']:.3f}", "≤ 1.10" if r["of"] == "command" else "",
+                            r["cpu_ratio"], False))
     for r in f.get("memory", []):
-        rows.append((f"worker peak RSS, {r['rooms']:,} open rooms", LABEL[r["storage"]],
-                     f"{r['worker_peak_rss_mib']:.0f} MiB vs {r['bare_rss_mib']:.0f} MiB bare",
-                     f"{r['ratio']:.2f}", ""))
+        rows.append(Row(f"worker peak RSS, {r['rooms']:,} open rooms", LABEL[r["storage"]],
+                        f"{r['worker_peak_rss_mib']:.0f} MiB vs {r['bare_rss_mib']:.0f} MiB "
+                        "bare", f"{r['ratio']:.2f}", "", r["ratio"], False))
     return rows
+
+
+# A figure whose ratio is worse than before by more than this share is flagged.
+WORSE = 0.10
+# The reports `--before` compares with when given no file: the last release's, one per
+# size of run (scripts/baseline/quick.json, full.json).
+BASELINES = Path(__file__).resolve().parent / "baseline"
+
+
+def cost(row: Row, old: float) -> float:
+    """How much more the figure costs than before: 1.25 is a quarter worse."""
+    if row.higher:
+        return old / row.value if row.value else float("inf")
+    return row.value / old if old else float("inf")
+
+
+def regressions(report: dict[str, Any], before: dict[str, Any]) -> list[str]:
+    """The figures that cost more than a tenth more than in `before`."""
+    old = {(r.figure, r.storage): r.value for r in table_rows(before)}
+    return [f"{r.figure}, {r.storage}: {cost(r, old[r.figure, r.storage]):.2f} × before"
+            for r in table_rows(report)
+            if (r.figure, r.storage) in old and cost(r, old[r.figure, r.storage]) > 1 + WORSE]
 
 
 def markdown(report: dict[str, Any], before: dict[str, Any] | None = None) -> str:
@@ -632,17 +692,29 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None = None) -> st
     if before is None:
         lines += ["| figure | storage | measured vs baseline | ratio | goal |",
                   "|---|---|---|---:|---|"]
-        lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in table_rows(report)]
+        lines += [f"| {r.figure} | {r.storage} | {r.measured} | {r.ratio} | {r.goal} |"
+                  for r in table_rows(report)]
     else:
-        old = {(a, b): (c, d) for a, b, c, d, _ in table_rows(before)}
+        old = {(r.figure, r.storage): r for r in table_rows(before)}
         lines[0] = f"{head}; before: code at {before['code']['commit']}"
-        lines += ["| figure | storage | before | ratio | after | ratio | goal |",
-                  "|---|---|---|---:|---|---:|---|"]
-        for a, b, c, d, e in table_rows(report):
-            oc, od = old.get((a, b), ("-", "-"))
-            lines.append(f"| {a} | {b} | {oc} | {od} | {c} | {d} | {e} |")
+        lines += ["| figure | storage | before | ratio | after | ratio | cost vs before "
+                  "| goal |", "|---|---|---|---:|---|---:|---:|---|"]
+        for r in table_rows(report):
+            o = old.get((r.figure, r.storage))
+            if o is None:
+                lines.append(f"| {r.figure} | {r.storage} | - | - | {r.measured} | "
+                             f"{r.ratio} | | {r.goal} |")
+                continue
+            more = cost(r, o.value)
+            flag = f"**{more:.2f}**" if more > 1 + WORSE else f"{more:.2f}"
+            lines.append(f"| {r.figure} | {r.storage} | {o.measured} | {o.ratio} | "
+                         f"{r.measured} | {r.ratio} | {flag} | {r.goal} |")
     if report["notes"]:
         lines += ["", *[f"- {n}" for n in report["notes"]]]
+    if before is not None:
+        worse = regressions(report, before)
+        lines += ["", f"Costing more than a tenth more than before ({len(worse)}): "
+                  + ("; ".join(worse) if worse else "none") + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -657,7 +729,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="figure groups: commands, replay (replay, load, growth), memory, "
                         "integrity (signing and encryption)")
     p.add_argument("--markdown", action="store_true", help="the table on stdout, not the JSON")
-    p.add_argument("--before", type=Path, help="an earlier JSON report to show beside this run")
+    p.add_argument("--before", type=Path, nargs="?", const=Path("-"),
+                   help="an earlier JSON report to show beside this run, each figure's cost "
+                        "against it and those more than a tenth worse; alone, the last "
+                        "release's report kept in scripts/baseline/ for this size of run")
     args = p.parse_args(argv)
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
     size = SIZES[name]
@@ -693,7 +768,15 @@ def main(argv: list[str] | None = None) -> int:
                      or "the application's default (see figures.load)"},
         "figures": figures, "notes": notes,
     }
-    table = markdown(report, json.loads(args.before.read_text()) if args.before else None)
+    before = None
+    if args.before is not None:
+        kept = args.before if args.before != Path("-") else BASELINES / f"{name}.json"
+        try:
+            before = json.loads(kept.read_text())
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"bench: cannot read the earlier report {kept}: {e}") from None
+        report["worse_than_before"] = regressions(report, before)
+    table = markdown(report, before)
     if args.markdown:
         print(table)
     else:

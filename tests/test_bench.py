@@ -95,3 +95,52 @@ def test_audit_bench_reports_both_figures_on_clean_rooms() -> None:
     assert long["figure"] == "long" and long["events"] >= 400 and long["appends"] > 1
     assert long["audit_events_per_s"] > 0 and long["walk_every_signature_events_per_s"] > 0
     assert many["figure"] == "many" and many["rooms"] == 6 and many["events"] >= 6 * 20
+
+
+def test_a_figure_worse_than_the_kept_report_by_more_than_a_tenth_is_flagged() -> None:
+    from scripts import bench
+
+    def report(commands: float, signing: float) -> dict[str, object]:
+        return {"mode": "quick", "code": {"commit": "x"}, "notes": [],
+                "machine": {"cpus": 2, "memory_gib": 24, "python": "3.11"},
+                "figures": {
+                    "commands": [{"storage": "sqlite", "processes": 1, "commands_per_s": 1.0,
+                                  "baseline_per_s": 1.0, "ratio": commands}],
+                    "integrity": [{"storage": "sqlite", "cost": "signing", "of": "command",
+                                   "ms": 1.0, "baseline_ms": 1.0, "ratio": signing}]}}
+
+    before = report(commands=0.5, signing=1.0)
+    # a rate ratio falls (higher is better), a cost ratio rises (lower is better)
+    assert bench.regressions(report(0.44, 1.05), before) == [
+        "commands, 1 process, SQLite: 1.14 × before"]
+    assert bench.regressions(report(0.5, 1.12), before) == [
+        "signing cost per command, SQLite: 1.12 × before"]
+    assert bench.regressions(report(0.47, 1.09), before) == []
+    table = bench.markdown(report(0.44, 1.0), before)
+    assert "| **1.14** |" in table and "more than a tenth more than before (1)" in table
+
+
+def test_the_kept_baselines_are_reports_the_bench_reads() -> None:
+    from scripts import bench
+
+    kept = sorted(bench.BASELINES.glob("*.json"))
+    assert [p.stem for p in kept] == ["quick"] or [p.stem for p in kept] == ["full", "quick"]
+    for path in kept:
+        report = json.loads(path.read_text())
+        assert report["mode"] == path.stem
+        assert bench.table_rows(report) and bench.regressions(report, report) == []
+
+
+def test_instruction_counts_of_the_mix() -> None:
+    import shutil
+
+    import pytest
+
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.bench_instructions", "--storage", "sqlite",
+         "--pairs", "2"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = [line for line in done.stdout.splitlines() if line.endswith(" M |")]
+    assert float(row.split("|")[3].strip().removesuffix(" M")) > 0
