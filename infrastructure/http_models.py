@@ -253,10 +253,6 @@ class NoDefaults(GenerateJsonSchema):
 # the server answers.
 REQUESTS: dict[str, Any] = {"SeatCommand": AnyCommand, "OperatorCommand": AnyOperatorCommand,
                             "Layout": Layout, "EndBody": EndBody}
-# What POST /rooms/{room}/commands takes, told apart by `type`: a seat's command (with
-# its seat token) or one of the operator's (with the operator token).
-COMMAND = {"oneOf": [{"$ref": REF.format(model="SeatCommand")},
-                     {"$ref": REF.format(model="OperatorCommand")}]}
 ANSWERS: dict[str, Any] = {
     "SeatView": SeatView, "PublicView": PublicView, "WithheldView": WithheldView,
     "Action": Action, "PublicEvent": PublicEvent, "LogEntry": LogEntry,
@@ -278,7 +274,15 @@ def components() -> dict[str, Any]:
         ref = schema.get("$ref", "")
         if ref != REF.format(model=name):  # a union, or a model under another name
             out[name] = schema
-    return {**out, "Command": COMMAND}
+    return {**out, "Command": sent_command(out["SeatCommand"], out["OperatorCommand"])}
+
+
+def sent_command(seat: dict[str, Any], operator: dict[str, Any]) -> dict[str, Any]:
+    """What POST /rooms/{room}/commands takes: a seat's command (with its seat token) or
+    one of the operator's (with the operator token), in one union told apart by `type`."""
+    return {"oneOf": [*seat["oneOf"], *operator["oneOf"]], "discriminator": {
+        "propertyName": "type",
+        "mapping": {**seat["discriminator"]["mapping"], **operator["discriminator"]["mapping"]}}}
 
 
 def ref(name: str) -> dict[str, str]:

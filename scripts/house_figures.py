@@ -619,7 +619,7 @@ def run_tests(tree: Path, env: dict[str, str], *tests: str) -> subprocess.Comple
 def sample_effect_figures() -> dict[str, Any]:
     """Add the sample effect to a copy of the repository, as whoever adds one would, and
     play it there: the production files that took, and whether it is listed, accepted,
-    shown to its owner only, replayed and audited (`SAMPLE_CHECK`)."""
+    shown to its owner only, replayed, audited and typed in the OpenAPI (`SAMPLE_CHECK`)."""
     with TemporaryDirectory() as tmp:
         env = copied_tree(Path(tmp))
         tree = Path(tmp) / "tree"
@@ -675,7 +675,7 @@ def table(out: dict[str, Any], verbose: bool = False) -> str:
         sample = out["sample_effect"]
         lines += [f"Adding the sample effect ({SAMPLE}): production files changed "
                   f"{sample['files_changed']} ({', '.join(sample['changed'])}); listed, "
-                  f"accepted, shown to its owner only, replayed and audited: "
+                  f"accepted, shown to its owner only, replayed, audited and typed: "
                   f"{'yes' if sample['plays'] else 'no'} ({SAMPLE_CHECK})", ""]
     if "box_main_line" in out:
         main = out["box_main_line"]

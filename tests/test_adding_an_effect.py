@@ -1,9 +1,10 @@
 """Adding an effect is adding its module and its card (issue 34; docs/map.md "Adding an
 effect"): in a copy of the repository, the sample effect of `tests/effects/` goes in as
 whoever adds one would, and nothing else changes. There it is listed, accepted, shown to
-its owner only, replayed and audited; and its card, in a catalog of its own, changes no
-room made before: every golden corpus replays and audits clean, the printed game's
-catalog and the layouts' bounds hold, and seeded rooms append what they always did."""
+its owner only, replayed, audited and typed in the OpenAPI; and its card, in a catalog of
+its own, changes no room made before: every golden corpus replays and audits clean, the
+printed game's catalog and the layouts' bounds hold, and seeded rooms append what they
+always did."""
 
 from __future__ import annotations
 

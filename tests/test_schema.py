@@ -20,6 +20,8 @@ import pytest
 from dune_ledger.application.rooms import public_events
 from dune_ledger.application.stream import STORED_TYPES
 from dune_ledger.domain.game import (
+    COMMAND_TYPES,
+    OPERATOR_COMMANDS,
     Event,
     RoomState,
     apply,
@@ -118,3 +120,22 @@ def test_the_schema_refuses_a_missing_field_an_extra_one_and_a_wrong_type(
     assert schema_problems(check, {**view, "me": {**view["me"], "spice": "10"}})
     assert schema_problems(check, {**view, "actions": [{"type": "select_card", "search": "e3"}]})
     assert schema_problems(check, {**view, "ended": True})
+
+
+def test_the_command_body_is_a_seats_command_or_the_operators(spec: dict[str, Any]) -> None:
+    """POST /rooms/{room}/commands takes either, told apart by `type`, with either token;
+    a seat token sending the operator's (or the operator token a seat's) is 403."""
+    post = spec["paths"]["/rooms/{room}/commands"]["post"]
+    assert post["security"] == [{"seatToken": []}, {"operatorToken": []}]
+    assert "forbidden" in str(post["responses"]["403"])
+    schemas = spec["components"]["schemas"]
+    named = {name: set(schemas[name]["discriminator"]["mapping"])
+             for name in ("Command", "SeatCommand", "OperatorCommand")}
+    assert named["SeatCommand"] == set(COMMAND_TYPES)
+    assert named["OperatorCommand"] == set(OPERATOR_COMMANDS) >= {"end_room"}
+    assert named["Command"] == named["SeatCommand"] | named["OperatorCommand"]
+    check = schema_validator(spec, "Command")
+    assert schema_problems(check, {"type": "end_room", "command_id": "end-1"}) == []
+    assert schema_problems(check, {"type": "draw"}) == []
+    assert schema_problems(check, {"command_id": "end-1"})
+    assert schema_problems(check, {"type": "end_room", "room": "r"})

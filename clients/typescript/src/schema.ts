@@ -3630,7 +3630,7 @@ export interface components {
         };
         SeatCommand: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"];
         OperatorCommand: components["schemas"]["EndRoom"];
-        Command: components["schemas"]["SeatCommand"] | components["schemas"]["OperatorCommand"];
+        Command: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"] | components["schemas"]["EndRoom"];
     };
     responses: never;
     parameters: never;
