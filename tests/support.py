@@ -19,7 +19,7 @@ import pytest
 
 from dune_ledger.application.rooms import RoomsApp, token_hash
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.game import Tx, decide, initial_state, parse_command
+from dune_ledger.domain.game import Event, Tx, decide, initial_state, parse_command
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.state import RoomState
 from dune_ledger.infrastructure.demo import example as example  # the one reader of examples/
@@ -473,3 +473,25 @@ def schema_problems(check: Any, value: Any) -> list[str]:
 
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
             for e in check.iter_errors(orjson.loads(orjson.dumps(value)))]
+
+
+def replayed(lines: list[dict[str, Any]]) -> Iterator[tuple[RoomState, Event]]:
+    """An exported room's lines (`transfer.parse_export`) replayed with the rules alone,
+    with no store: each event, upcast as a store would, and the state after it."""
+    import orjson
+
+    from dune_ledger.application.stream import STORED_TYPES
+    from dune_ledger.domain.game import apply
+
+    state = None
+    for line in lines:
+        cls = STORED_TYPES[line["type"]]
+        body = orjson.loads(line["payload"])
+        fact = body["fact"] if body["v"] == cls.schema_version else \
+            cls.upcast(body["fact"], body["v"])
+        event = cls.trusted(fact)
+        if state is None:
+            state = initial_state(event)  # type: ignore[arg-type]
+        else:
+            apply(state, event)
+        yield state, event

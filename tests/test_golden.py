@@ -24,9 +24,9 @@ import pytest
 
 from dune_ledger.application.audit import audit_room
 from dune_ledger.domain.game import EVENT_TYPES
-from dune_ledger.domain.rules import apply, initial_state
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.transfer import ImportRefused, import_rooms, parse_export
+from tests.support import replayed
 
 GOLDEN = Path(__file__).parent / "golden"
 CORPORA = sorted(GOLDEN.glob("*.jsonl"))
@@ -126,18 +126,8 @@ def test_an_unsigned_corpus_is_refused_by_a_store_and_upcasts_with_the_rules_alo
     assert {str(room.room) for room in exported} == set(rooms)
     for room in exported:
         seen = rooms[str(room.room)]
-        state = None
-        for line in room.lines:
-            cls = EVENT_TYPES[line["type"]]
-            body = orjson.loads(line["payload"])
-            fact = body["fact"] if body["v"] == cls.schema_version else \
-                cls.upcast(body["fact"], body["v"])
-            event = cls.trusted(fact)
-            if state is None:
-                state = initial_state(event)  # type: ignore[arg-type]
-            else:
-                apply(state, event)
-        assert state is not None and len(room.lines) == seen["events"]
+        assert len(room.lines) == seen["events"]
+        *_, (state, _) = replayed(room.lines)  # the state after the last event
         dump = state.model_dump(mode="json")
         assert shows(dump, seen["state"]) == [], room.room
         assert state_hash_of(cut(dump, seen["state"])) == seen["state_hash"], room.room

@@ -18,21 +18,18 @@ import orjson
 import pytest
 
 from dune_ledger.application.rooms import public_events
-from dune_ledger.application.stream import STORED_TYPES
 from dune_ledger.domain.game import (
     COMMAND_TYPES,
     OPERATOR_COMMANDS,
     Event,
     RoomState,
-    apply,
-    initial_state,
     public_entry,
     public_view,
     seat_view,
 )
 from dune_ledger.infrastructure.transfer import parse_export
 from scripts.client_types import openapi
-from tests.support import schema_problems, schema_validator
+from tests.support import replayed, schema_problems, schema_validator
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -46,17 +43,7 @@ def golden_states() -> Iterator[tuple[str, RoomState, Event]]:
     """Every state of every golden room, after each of its events (that event too)."""
     for corpus in sorted(GOLDEN.glob("*.jsonl")):
         for room in parse_export(corpus.read_bytes()):
-            state = None
-            for line in room.lines:
-                cls = STORED_TYPES[line["type"]]
-                body = orjson.loads(line["payload"])
-                fact = body["fact"] if body["v"] == cls.schema_version else \
-                    cls.upcast(body["fact"], body["v"])
-                event = cls.trusted(fact)
-                if state is None:
-                    state = initial_state(event)  # type: ignore[arg-type]
-                else:
-                    apply(state, event)
+            for state, event in replayed(room.lines):
                 yield f"{corpus.stem}:{room.room}:{state.version}", state, event
 
 
