@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -106,10 +107,14 @@ else:
 
 EFFECT_ZONES = HOUSE.zones  # the zones of cards an effect's own part keeps
 
-# The shapes the OpenAPI describes what a seat is shown with (domain/shapes.py), made of
-# those every effect declares: an action of each command, the public view and a seat's.
-Action = action_shapes()
-PublicView, SeatView = view_shapes(Action)
+
+@cache
+def shapes() -> tuple[Any, type[Shape], type[Shape]]:
+    """The shapes the OpenAPI describes what a seat is shown with (domain/shapes.py),
+    made of those every effect declares: an action (one per command), the public view
+    and a seat's. Made once, when first asked: only the HTTP API's schema reads them."""
+    action = action_shapes()
+    return (action, *view_shapes(action))
 
 
 def zones(state: RoomState) -> dict[str, list[str]]:
@@ -150,7 +155,7 @@ __all__ = [
     "seat_view", "seat_view_at", "public_view", "public_entry", "actions",
     "candidates", "offer_of", "disclosed", "hidden", "kept_from_log",
     # their shapes, for the OpenAPI
-    "Action", "PublicView", "SeatView", "Shape", "one_of", "shape",
+    "shapes", "Shape", "one_of", "shape",
     # the catalog and the game's words
     "CARDS", "EXPANSIONS", "FACTIONS", "PAGE_WORDS", "faction_name", "is_box", "room_cards",
     "FIRST_CATALOG", "NEWEST_CATALOG",

@@ -23,19 +23,18 @@ from pydantic_core import core_schema
 
 from dune_ledger.application.stream import STORED_TYPES
 from dune_ledger.domain.game import (
-    Action,
     AnyCommand,
     AnyOperatorCommand,
     Event,
     Layout,
-    PublicView,
-    SeatView,
     Shape,
     one_of,
     shape,
+    shapes,
 )
 
 REF = "#/components/schemas/{model}"
+Action, PublicView, SeatView = shapes()
 
 
 class ErrorCode(StrEnum):
