@@ -137,7 +137,8 @@ def _line(out: IO[bytes]) -> str:
     return out.readline().decode().strip()
 
 
-def test_the_generated_python_client_plays_a_search(tmp_path: Path) -> None:
+def test_the_generated_python_client_plays_a_search(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """openapi-python-client makes a client of the same schema; it creates a room, opens
     a search and reads the typed view back, over the app in this process."""
     from fastapi.testclient import TestClient
@@ -158,25 +159,22 @@ def test_the_generated_python_client_plays_a_search(tmp_path: Path) -> None:
     assert re.findall(r"WARNING parsing (\S+ \S+)", said) == ["GET /rooms/{room}/transcript"], said
     assert "Unable to process schema" not in said, said
 
-    sys.path.insert(0, str(tmp_path))
-    try:
-        from dl_client import AuthenticatedClient  # type: ignore[import-not-found]
-        from dl_client.api.default import (  # type: ignore[import-not-found]
-            get_view_rooms_room_view_get as get_view,
-        )
-        from dl_client.api.default import (
-            post_command_rooms_room_commands_post as post_command,
-        )
-        from dl_client.api.default import post_room_rooms_post as post_room
-        from dl_client.models import (  # type: ignore[import-not-found]
-            ActionSelectCard,
-            BeginSearch,
-            CommandResult,
-            Layout,
-            SeatView,
-        )
-    finally:
-        sys.path.remove(str(tmp_path))
+    monkeypatch.syspath_prepend(tmp_path)  # the generated package, for this test only
+    from dl_client import AuthenticatedClient  # type: ignore[import-not-found]
+    from dl_client.api.default import (  # type: ignore[import-not-found]
+        get_view_rooms_room_view_get as get_view,
+    )
+    from dl_client.api.default import (
+        post_command_rooms_room_commands_post as post_command,
+    )
+    from dl_client.api.default import post_room_rooms_post as post_room
+    from dl_client.models import (  # type: ignore[import-not-found]
+        ActionSelectCard,
+        BeginSearch,
+        CommandResult,
+        Layout,
+        SeatView,
+    )
     with open_rooms("memory://") as rooms:
         app = create_app(rooms, admin_token=ADMIN)
 
