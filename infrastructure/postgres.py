@@ -237,15 +237,60 @@ class RoomsRecorder(PostgresApplicationRecorder):
                  events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
         self.name_base = name_base(self.events_table_name)
+        self.sql_create_statements += self.functions()
         schema = Identifier(datastore.schema)
         table = Identifier(self.events_table_name)
-        function = Identifier(f"{self.name_base}_append")
+        parts_function = Identifier(f"{self.name_base}_append_parts")
+        self.parts_function = SQL("{schema}.{function}").format(schema=schema,
+                                                                 function=parts_function)
+        follow = Identifier(f"{self.name_base}_follow")
+        settled = Identifier(f"{self.name_base}_settled")
+        last = Identifier(f"{self.name_base}_settled_max")
+        self.follow_statement = SQL(
+            "SELECT * FROM {schema}.{follow}(%(after)s, %(below)s, %(topics)s, %(limit)s)"
+        ).format(schema=schema, follow=follow)
+        self.settled_max_statement = SQL("SELECT {schema}.{last}()").format(
+            schema=schema, last=last)
+        self.held_back_statement = SQL(
+            "SELECT EXISTS (SELECT 1 FROM {schema}.{table} "
+            "WHERE notification_id > %(after)s "
+            "AND notification_id >= (SELECT {schema}.{settled}()))"
+        ).format(schema=schema, table=table, settled=settled)
+        self.unread_statement = SQL(
+            "SELECT EXISTS (SELECT 1 FROM {schema}.{table} WHERE notification_id > %(after)s)"
+        ).format(schema=schema, table=table)
+        self.append_statements: dict[int, bytes] = {}
+        self.append_name = f"{self.name_base}_append".encode()
+        self.notifier = Notifier(self)
+        # The factory leaves it on only when DUNE_LEDGER_PG_GROUP_COMMIT says yes.
+        self.group: GroupCommit | None = GroupCommit(self.append_parts)
+        # The library names the snapshots table after the events table ("x_events",
+        # "x_snapshots"): a load reads the latest snapshot and the events after it at once.
+        snapshots = Identifier(self.events_table_name.removesuffix("_events") + "_snapshots")
+        self.room_statement = SQL(
+            "WITH s AS (SELECT {columns} "
+            "FROM {schema}.{snapshots} WHERE originator_id = $1 "
+            "ORDER BY originator_version DESC LIMIT 1) "
+            "SELECT * FROM s UNION ALL "
+            "SELECT {columns} FROM {schema}.{table} WHERE originator_id = $1 "
+            "AND originator_version > COALESCE((SELECT originator_version FROM s), 0) "
+            "ORDER BY originator_version"
+        ).format(columns=SQL(ROOM_COLUMNS), schema=schema, snapshots=snapshots,
+                 table=table).as_bytes(None)
+        self.room_name = f"{self.name_base}_room".encode()
+        self.queries: dict[object, bytes] = {}
+
+    def functions(self) -> list[Composed]:
+        """The table's functions, created with it, then the upgrade of a store made before."""
+        schema = Identifier(self.datastore.schema)
+        table = Identifier(self.events_table_name)
+        statements: list[Composed] = []
         # Group commit (`GroupCommit`): the appends of several commands in one statement,
         # each in a subtransaction of its own, so that one room's lost compare-and-set
         # (a unique violation) leaves the others stored. Returns each stored part's
         # first id; its ids run on from it.
         parts_function = Identifier(f"{self.name_base}_append_parts")
-        self.sql_create_statements.append(SQL(
+        statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{function}("
             "ids uuid[], versions bigint[], topics text[], states bytea[], parts bigint[]) "
             "RETURNS TABLE (part bigint, first bigint) LANGUAGE plpgsql AS $BODY$ "
@@ -272,8 +317,6 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "END; $BODY$"
         ).format(schema=schema, function=parts_function, table=table,
                  shift=SQL(str(ID_SHIFT))))
-        self.parts_function = SQL("{schema}.{function}").format(schema=schema,
-                                                                 function=parts_function)
         # What a follower may read: ids below the lowest a transaction of this database
         # still running (or yet to start) can hold, every one of which has committed
         # or rolled back for good (docs/ordering.md). Transactions of other databases
@@ -281,7 +324,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
         # Its first statement's snapshot, then the running ones, then (the caller's
         # next statement) the rows: in that order, or a commit in between is passed.
         settled = Identifier(f"{self.name_base}_settled")
-        self.sql_create_statements.append(SQL(
+        statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{settled}() RETURNS bigint "
             "LANGUAGE plpgsql VOLATILE AS $BODY$ "
             "DECLARE x bigint; low bigint; "
@@ -298,7 +341,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "END; $BODY$"
         ).format(schema=schema, settled=settled, shift=SQL(str(ID_SHIFT))))
         follow = Identifier(f"{self.name_base}_follow")
-        self.sql_create_statements.append(SQL(
+        statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{follow}("
             "after bigint, below bigint, topics text[], lim bigint) "
             "RETURNS TABLE (notification_id bigint, originator_id uuid, "
@@ -315,7 +358,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "END; $BODY$"
         ).format(schema=schema, follow=follow, settled=settled, table=table))
         last = Identifier(f"{self.name_base}_settled_max")
-        self.sql_create_statements.append(SQL(
+        statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{last}() RETURNS bigint "
             "LANGUAGE plpgsql VOLATILE AS $BODY$ "
             "DECLARE bound bigint; m bigint; "
@@ -326,24 +369,19 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "RETURN m; "
             "END; $BODY$"
         ).format(schema=schema, last=last, settled=settled, table=table))
-        self.follow_statement = SQL(
-            "SELECT * FROM {schema}.{follow}(%(after)s, %(below)s, %(topics)s, %(limit)s)"
-        ).format(schema=schema, follow=follow)
-        self.settled_max_statement = SQL("SELECT {schema}.{last}()").format(
-            schema=schema, last=last)
-        self.held_back_statement = SQL(
-            "SELECT EXISTS (SELECT 1 FROM {schema}.{table} "
-            "WHERE notification_id > %(after)s "
-            "AND notification_id >= (SELECT {schema}.{settled}()))"
-        ).format(schema=schema, table=table, settled=settled)
-        self.unread_statement = SQL(
-            "SELECT EXISTS (SELECT 1 FROM {schema}.{table} WHERE notification_id > %(after)s)"
-        ).format(schema=schema, table=table)
+        statements.append(self.upgrade())
+        return statements
+
+    def upgrade(self) -> Composed:
+        """The upgrade of a store made before."""
+        schema = Identifier(self.datastore.schema)
+        table = Identifier(self.events_table_name)
+        function = Identifier(f"{self.name_base}_append")
         # A store made before (ids from a sequence, under a table lock) takes the new ids
         # as they are: they start above its last. One that runs ahead of this server's
         # transaction ids (restored on another server) is refused: numbering on would
         # break the log's order.
-        self.sql_create_statements.append(SQL(
+        return SQL(
             "DO $BODY$ BEGIN "
             "IF (SELECT MAX(notification_id) FROM {schema}.{table}) >= "
             "(pg_snapshot_xmax(pg_current_snapshot())::text::bigint << {shift}) THEN "
@@ -362,27 +400,7 @@ class RoomsRecorder(PostgresApplicationRecorder):
             "DROP FUNCTION IF EXISTS {schema}.{function}(uuid[], bigint[], text[], bytea[]); "
             "END $BODY$"
         ).format(schema=schema, table=table, function=function, shift=SQL(str(ID_SHIFT)),
-                 s=Literal(datastore.schema), t=Literal(self.events_table_name)))
-        self.append_statements: dict[int, bytes] = {}
-        self.append_name = f"{self.name_base}_append".encode()
-        self.notifier = Notifier(self)
-        # The factory leaves it on only when DUNE_LEDGER_PG_GROUP_COMMIT says yes.
-        self.group: GroupCommit | None = GroupCommit(self.append_parts)
-        # The library names the snapshots table after the events table ("x_events",
-        # "x_snapshots"): a load reads the latest snapshot and the events after it at once.
-        snapshots = Identifier(self.events_table_name.removesuffix("_events") + "_snapshots")
-        self.room_statement = SQL(
-            "WITH s AS (SELECT {columns} "
-            "FROM {schema}.{snapshots} WHERE originator_id = $1 "
-            "ORDER BY originator_version DESC LIMIT 1) "
-            "SELECT * FROM s UNION ALL "
-            "SELECT {columns} FROM {schema}.{table} WHERE originator_id = $1 "
-            "AND originator_version > COALESCE((SELECT originator_version FROM s), 0) "
-            "ORDER BY originator_version"
-        ).format(columns=SQL(ROOM_COLUMNS), schema=schema, snapshots=snapshots,
-                 table=table).as_bytes(None)
-        self.room_name = f"{self.name_base}_room".encode()
-        self.queries: dict[object, bytes] = {}
+                 s=Literal(self.datastore.schema), t=Literal(self.events_table_name))
 
     def _create_table(self, curs: Any) -> None:
         """The library's statements, one process at a time: concurrent `CREATE OR REPLACE
