@@ -11,11 +11,23 @@ all its events (the library sends one a row).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import (
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    PersistenceError,
+    ProgrammingError,
+    StoredEvent,
+)
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
 from dune_ledger.application.stream import as_room_id
@@ -23,6 +35,13 @@ from dune_ledger.application.stream import as_room_id
 # An append of more events (an import's batch) goes row by row, as the library sends it:
 # one statement's variables are bounded (SQLITE_MAX_VARIABLE_NUMBER).
 ONE_STATEMENT_UP_TO = 64
+# The library's names for sqlite3's errors, in the order its transaction tries them.
+LIBRARY_ERRORS: tuple[tuple[type[sqlite3.Error], type[PersistenceError]], ...] = (
+    (sqlite3.InterfaceError, InterfaceError), (sqlite3.DataError, DataError),
+    (sqlite3.OperationalError, OperationalError), (sqlite3.IntegrityError, IntegrityError),
+    (sqlite3.InternalError, InternalError), (sqlite3.ProgrammingError, ProgrammingError),
+    (sqlite3.NotSupportedError, NotSupportedError), (sqlite3.DatabaseError, DatabaseError),
+    (sqlite3.Error, PersistenceError))
 
 
 class RoomsSQLiteRecorder(SQLiteApplicationRecorder):
@@ -42,17 +61,53 @@ class RoomsSQLiteRecorder(SQLiteApplicationRecorder):
             "ORDER BY originator_version")
         self.insert_statements = {n: f"INSERT INTO {self.events_table_name} VALUES "
                                   + ",".join(["(?,?,?,?)"] * n)
-                                  for n in range(2, ONE_STATEMENT_UP_TO + 1)}
+                                  for n in range(1, ONE_STATEMENT_UP_TO + 1)}
 
     def select_room(self, room_id: UUID) -> list[StoredEvent]:
         """The room's latest snapshot, if any, then every event after it: one read."""
-        with self.datastore.transaction(commit=False) as c:
-            cursor = c.sqlite_cursor
-            cursor.row_factory = None
-            cursor.execute(self.room_statement, (room_id.hex,))
-            rows = cursor.fetchall()
+        rows, _ = self.one_statement(False, self.room_statement, (room_id.hex,))
         return [StoredEvent(originator_id=room_id, originator_version=version, topic=topic,
                             state=state) for version, topic, state in rows]
+
+    def insert_events(self, stored_events: Sequence[StoredEvent],
+                      **kwargs: Any) -> Sequence[int] | None:
+        """An append of a command's few events: one INSERT, its own transaction."""
+        n = len(stored_events)
+        statement = self.insert_statements.get(n)
+        if statement is None or kwargs.get("tracking") is not None:
+            return super().insert_events(stored_events, **kwargs)
+        _, last = self.one_statement(True, statement, self.parameters(stored_events))
+        return list(range(last - n + 1, last + 1))
+
+    def one_statement(self, write: bool, statement: str, params: Sequence[Any]
+                      ) -> tuple[list[Any], int]:
+        """Run one statement on a connection of the pool, as its own transaction: the
+        connections are in autocommit mode, and one statement reads one snapshot or
+        writes all its rows or none. The library's transaction would add a BEGIN and a
+        COMMIT or ROLLBACK to it, each a call into SQLite. Its errors as the library
+        names them (the compare-and-set of an append is an IntegrityError). Its rows, as
+        plain tuples, and the last row id it inserted."""
+        with self.datastore.get_connection(commit=write) as conn:
+            cursor = conn.cursor().sqlite_cursor
+            cursor.row_factory = None
+            try:
+                cursor.execute(statement, params)
+                rows = cursor.fetchall()
+            except sqlite3.Error as e:
+                ours = next(ours for theirs, ours in LIBRARY_ERRORS if isinstance(e, theirs))
+                raise ours(e) from e
+            finally:
+                cursor.close()
+        return rows, cursor.lastrowid or 0
+
+    @staticmethod
+    def parameters(stored_events: Sequence[StoredEvent]) -> list[Any]:
+        params: list[Any] = []
+        for e in stored_events:
+            room = e.originator_id
+            params += (room.hex if isinstance(room, UUID) else room, e.originator_version,
+                       e.topic, e.state)
+        return params
 
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
                        **kwargs: Any) -> Sequence[int] | None:
@@ -62,12 +117,7 @@ class RoomsSQLiteRecorder(SQLiteApplicationRecorder):
         statement = self.insert_statements.get(n)
         if statement is None:
             return super()._insert_events(c, stored_events, **kwargs)
-        params: list[Any] = []
-        for e in stored_events:
-            room = e.originator_id
-            params += (room.hex if isinstance(room, UUID) else room, e.originator_version,
-                       e.topic, e.state)
-        c.execute(statement, params)
+        c.execute(statement, self.parameters(stored_events))
         last = c.lastrowid
         assert last is not None
         return list(range(last - n + 1, last + 1))
