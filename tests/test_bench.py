@@ -55,8 +55,17 @@ def test_smoke_run_reports_every_figure() -> None:
     assert memory["worker_rc"] == 0
     assert memory["worker_peak_rss_mib"] > 0 and memory["bare_rss_mib"] > 0
     assert "| figure | storage |" in done.stderr
+    assert "load average" in done.stderr.split("| figure |")[0]  # how loaded the machine was
+    for storage in storages:
+        assert f"| commands, 4 processes vs 1 | {bench_label(storage)} |" in done.stderr
     if figures["replay"][0]["processes"] > 1:  # the audit in parts, first with its start
         assert "processes, starting them |" in done.stderr
+
+
+def bench_label(storage: str) -> str:
+    from scripts import bench
+
+    return str(bench.LABEL[storage])
 
 
 def test_contention_bench_runs_both_ways() -> None:

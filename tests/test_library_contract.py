@@ -1,8 +1,9 @@
 """The private names of the libraries the code relies on, checked by name: an upgrade
 that moves one fails here, loudly, instead of somewhere far from its cause.
 
-- `application/store.py` `RoomStore.save` calls the library's `Application._record` and
-  `Application._notify` (its save without the runtime Protocol checks).
+- `application/store.py` `RoomStore.save` (the library's save without the runtime Protocol
+  checks) stores a room's events as the library's `Application._record` does, through
+  the recorder's `insert_events(stored_events, **kwargs)`.
 - `infrastructure/postgres.py` `RoomsSubscription` runs the library's
   `PostgresSubscription` thread with its own LISTEN loop, reading `_recorder`,
   `_has_been_stopped`, `_thread_error`, `_has_been_notified` and `_last_notification_id`.
@@ -15,15 +16,16 @@ from __future__ import annotations
 import inspect
 
 from eventsourcing.application import Application
+from eventsourcing.persistence import ApplicationRecorder, EventStore
 from eventsourcing.postgres import PostgresSubscription
 from psycopg_pool import ConnectionPool
 
 
-def test_the_application_keeps_its_record_and_notify_steps() -> None:
-    record = inspect.signature(Application._record)
-    notify = inspect.signature(Application._notify)
-    assert list(record.parameters) == ["self", "processing_event"]
-    assert list(notify.parameters) == ["self", "recordings"]
+def test_the_recorders_keep_their_insert_events() -> None:
+    insert = inspect.signature(ApplicationRecorder.insert_events)
+    assert list(insert.parameters) == ["self", "stored_events", "kwargs"]
+    assert "self.recorder.insert_events(" in inspect.getsource(EventStore.put)
+    assert "self.events.put(" in inspect.getsource(Application._record)
 
 
 def test_the_postgres_subscription_keeps_the_attributes_our_listen_loop_reads() -> None:
