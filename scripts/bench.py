@@ -288,12 +288,13 @@ def bench_throughput(storage: str, tmp: Path, size: dict[str, Any]) -> list[dict
     variants = [False, True] if bench_commands.SEAT_SIGNATURES else [False]
     for procs in size["procs"]:
         for signed in variants:
-            rates, bases, ratios = [], [], []
+            rates, bases, ratios, cpus = [], [], [], []
             with database(storage, tmp, f"mix{procs}{'s' if signed else ''}") as url:
                 for _ in range(size["rounds"]):
                     mix = bench_commands.run_mix(url, procs, size["pairs"], signed=signed)
                     base, what = throughput_baseline(storage, url, tmp, procs, size["seconds"])
                     rates.append(mix["commands_per_s"])
+                    cpus.append(mix["cpu_ms_per_command"])
                     bases.append(base)
                     ratios.append(mix["commands_per_s"] / base)
                     say(f"{storage} x{procs}{' signed' if signed else ''}: "
@@ -302,6 +303,7 @@ def bench_throughput(storage: str, tmp: Path, size: dict[str, Any]) -> list[dict
                          "commands_per_s": round(statistics.median(rates), 1),
                          "baseline_per_s": round(statistics.median(bases), 1),
                          "ratio": round(statistics.median(ratios), 3),
+                         "cpu_ms_per_command": round(statistics.median(cpus), 3),
                          "ratios": [round(r, 3) for r in ratios], "baseline": what})
     if not bench_commands.SEAT_SIGNATURES:
         note(f"{LABEL[storage]}: commands signed by a keyed seat (RULES 9.3) not measured: "
@@ -609,10 +611,12 @@ def table_rows(report: dict[str, Any]) -> list[Row]:
         n = r["processes"]
         goal = "≥ 0.5" if n == 1 else ""
         signed = ", signed" if r.get("signed") else ""
+        cpu = (f" ({r['cpu_ms_per_command']:.2f} ms of CPU a command)"
+               if "cpu_ms_per_command" in r else "")  # reports from before 2026-12-02 lack it
         rows.append(Row(f"commands, {n} process{'es' if n > 1 else ''}{signed}",
                         LABEL[r["storage"]],
-                        f"{r['commands_per_s']:,.0f}/s vs {r['baseline_per_s']:,.0f}/s inserts",
-                        f"{r['ratio']:.2f}", goal, r["ratio"], True))
+                        f"{r['commands_per_s']:,.0f}/s vs {r['baseline_per_s']:,.0f}/s "
+                        f"inserts{cpu}", f"{r['ratio']:.2f}", goal, r["ratio"], True))
     rate = {(r["storage"], r["processes"]): r["commands_per_s"]
             for r in f.get("commands", []) if not r.get("signed")}
     for (storage, n), per_s in rate.items():
