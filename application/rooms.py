@@ -136,7 +136,7 @@ class RoomsApp(RoomQueries):
         room.record(
             [created], None, seat=None, command_id=None, at=now(),
             meta={"token_hashes": {f: token_hash(t) for f, t in tokens.items()},
-                  "spectator_hash": token_hash(spectator)},
+                  "spectator_hash": token_hash(spectator), "by": "operator"},
         )
         # As a load would find them (`Recorded.mutate` reads them from the meta).
         room.token_hashes = {f: token_hash(t) for f, t in tokens.items()}
