@@ -80,6 +80,7 @@ from dune_ledger.domain.game import (
     RoomEnded,
     RoomState,
     SeedRevealed,
+    WindowDeadline,
     apply,
     commitment,
     counted_words,
@@ -492,7 +493,8 @@ def _command(payloads: list[dict[str, Any]], group: list[tuple[int, int, Event]]
     if by in ("seat", "autopilot"):
         walk.signed(version, actor, raw, str(by), state)
     try:
-        command = parsed(actor, raw)
+        # The worker's only command is a window's deadline (RULES 4.4).
+        command = WindowDeadline.model_validate(raw) if by == "system" else parsed(actor, raw)
         now = meta.get("now")
         f = state.fairness
         if walk.secret is None or f is None:
