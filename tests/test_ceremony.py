@@ -457,3 +457,12 @@ def test_a_window_closed_at_its_deadline_is_re_executed_as_the_systems(app):
     assert "system" in bys
     report = verify(data, server_key(app))
     assert report["ok"], report
+
+
+def test_a_key_turns_off_an_autopilot_turned_on_unsigned(app):
+    room = str(app.create_room(committed_layout())["room"])
+    ok(app, room, "emperor", {"type": "set_autopilot", "enabled": True, "profile": "easy"})
+    key = SeatKey()
+    registered = ok(app, room, "emperor", {"type": "seat_key", "public_key": key.public})
+    assert [e["type"] for e in registered["events"]] == ["SeatKeyRegistered", "AutopilotSet"]
+    assert app.seat_view(room, "emperor")["me"]["autopilot"] is None
