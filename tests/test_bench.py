@@ -106,6 +106,16 @@ def test_audit_bench_reports_both_figures_on_clean_rooms() -> None:
     assert many["figure"] == "many" and many["rooms"] == 6 and many["events"] >= 6 * 20
 
 
+def test_audit_stages_bench_times_every_stage() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.bench_audit_stages", "--events", "300",
+         "--passes", "1"], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == 8 and rows[-1].startswith("| the whole audit (audit_room) |")
+    assert all(float(row.split("|")[2]) >= 0 for row in rows)
+
+
 def test_a_figure_worse_than_the_kept_report_by_more_than_a_tenth_is_flagged() -> None:
     from scripts import bench
 
