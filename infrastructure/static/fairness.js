@@ -14,13 +14,13 @@ window.duneFairness = (() => {
   function unable() {
     if (!window.isSecureContext || !window.crypto || !crypto.subtle) {
       return 'This page is not in a secure context (HTTPS, or an address on this computer), '
-        + 'so the browser gives it no WebCrypto: it cannot make or hold a seat key here, '
+        + 'so the browser gives it no cryptography: it cannot make or hold a seat key here, '
         + 'and nothing protects this seat against commands sent in its name. Ask the host '
         + 'for an https:// address.';
     }
     if (!window.indexedDB) {
-      return 'This browser keeps no IndexedDB here (a private window may not): the page '
-        + 'cannot keep a seat key.';
+      return 'This browser keeps no storage for this page here (a private window may not): '
+        + 'the page cannot keep a seat key.';
     }
     return null;
   }
@@ -188,7 +188,7 @@ window.duneFairness = (() => {
     ['my_reveal', 'The seed revealed for this seat is this browser\'s, and the deal used it'],
     ['my_commands', 'Every command in this seat\'s name since its key is signed by this browser\'s key'],
     ['ceremony', 'Every reveal matches its commitment, the mix is the mix of the seeds, the withheld seats are exactly those that did not reveal, one deal before any outcome'],
-    ['derivations', 'Every random outcome is the derivation (HMAC-SHA256, Fisher–Yates) of the list it shuffled, with the room\'s counter running 0, 1, 2, … without a gap'],
+    ['derivations', 'Every random outcome is the derivation (HMAC-SHA256 and a Fisher-Yates shuffle) of the list it shuffled, with the room\'s counter running 0, 1, 2, … without a gap'],
   ];
 
   async function check(body, { room, seat, me, serverKey }) {
@@ -231,7 +231,7 @@ window.duneFairness = (() => {
     const ended = events.find((e) => e.type === 'RoomEnded');
     must('commitment', ended && typeof ended.fact.secret === 'string' && /^[0-9a-f]{64}$/.test(ended.fact.secret),
       'the transcript publishes no secret');
-    const fair = created.fact.fairness || {};
+    const fair = (created.fact.state && created.fact.state.fairness) || {};
     must('commitment', fair.algorithm === V2, `the room is not dealt under ${V2}`);
     must('commitment', fair.commitment === me.commitment, 'the room\'s commitment is not the one this page saw at first');
     const secret = unhex(ended.fact.secret);
