@@ -212,6 +212,7 @@ def tick(app: RoomsApp, *, pace: float, now: datetime | None = None,
     acted = 0
     for room_id in candidate_rooms(app):
         move = plan_room(app, str(room_id), pace=pace, now=now, chooser=chooser)
-        if move is not None and app.execute(move.room, move.seat, move.command)["ok"]:
+        if move is not None and app.execute(move.room, move.seat, move.command,
+                                         autopilot=True)["ok"]:
             acted += 1
     return acted

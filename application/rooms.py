@@ -20,8 +20,10 @@ from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError
 
+from dune_ledger.application import signatures
 from dune_ledger.application.queries import RoomQueries
 from dune_ledger.application.seats import Seats, token_hash
+from dune_ledger.application.signatures import key_of
 from dune_ledger.application.store import (
     DEFAULT_ROOM_CACHE,
     SNAPSHOT_INTERVAL,
@@ -81,7 +83,12 @@ def public_events(records: list[Recorded]) -> list[dict[str, Any]]:
     return out
 
 
-def _parsed(seat: str, raw: Any) -> Command:
+def as_sent(command: Command) -> dict[str, Any]:
+    """A command made here (the end, a deadline, the autopilot's), as if received."""
+    return command.model_dump(mode="json", exclude_unset=True)
+
+
+def parsed(seat: str, raw: Any) -> Command:
     """A seat's command, or the operator's: each sends only its own."""
     kind = raw.get("type") if isinstance(raw, dict) else None
     if not isinstance(kind, str):
@@ -146,10 +153,12 @@ class RoomsApp(RoomQueries):
             if not room.state.has_seat(seat):
                 raise Rejection("unknown_seat", "that faction has no seat in this room")
             token = secrets.token_urlsafe(24)
-            fact = SeatTokenReissued(seat=seat, token_hash=token_hash(token))
+            fact = SeatTokenReissued(seat=seat, token_hash=token_hash(token),
+                                     key_cleared=key_of(room.state, seat) is not None)
             state = room.state.clone()
             apply(state, fact)
-            room.record([fact], state, seat=None, command_id=None, at=now())
+            room.record([fact], state, seat=None, command_id=None, at=now(),
+                        meta={"by": "operator"})
             room.token_hashes[seat] = fact.token_hash
             try:
                 self.save(room)
@@ -163,20 +172,25 @@ class RoomsApp(RoomQueries):
     def end_room(self, room_id: str, command_id: str | None = None) -> Result:
         """The operator's end of a room (RULES 9): the secret is published and every
         later command is refused. A repeated `command_id` returns the first result."""
-        return self._run(room_id, OPERATOR, EndRoom(type="end_room", command_id=command_id),
-                         self.clock())
+        command = EndRoom(type="end_room", command_id=command_id)
+        return self._run(room_id, OPERATOR, command, self.clock(), as_sent(command), "operator")
 
-    def execute(self, room_id: str, seat: str, raw: Any) -> Result:
+    def execute(self, room_id: str, seat: str, raw: Any, *, autopilot: bool = False
+                ) -> Result:
         """Run one command as `seat`, or as the operator (`OPERATOR`: its own commands,
-        `deal`, `open_bidding`, `end_room`). Never raises for a rule: returns the result
-        shape."""
+        `deal`, `open_bidding`, `end_room`); `autopilot`: the autopilot's for that seat.
+        Never raises for a rule: returns the result shape."""
         started = time.perf_counter()
+        by = ("operator" if seat == OPERATOR else "system" if seat == SYSTEM
+              else "autopilot" if autopilot else "seat")
+        if isinstance(raw, Command):  # the autopilot's, made by it
+            raw = as_sent(raw)
         try:
-            command = _parsed(seat, raw)
+            command = parsed(seat, raw)
         except Rejection as r:
             result = self._refused(room_id, r)
         else:
-            result = self._run(room_id, seat, command, self.clock())
+            result = self._run(room_id, seat, command, self.clock(), raw, by)
         if self.observer is not None:
             self.observer(str(room_id), seat, raw, result, time.perf_counter() - started)
         return result
@@ -193,9 +207,12 @@ class RoomsApp(RoomQueries):
         if window is None:
             return None
         command = WindowDeadline(event=window.event, command_id=f"deadline:{window.event}")
-        return self._run(room_id, SYSTEM, command, moment)
+        return self._run(room_id, SYSTEM, command, moment, as_sent(command), "system")
 
-    def _run(self, room_id: str, seat: str, command: Command, moment: datetime) -> Result:
+    def _run(self, room_id: str, seat: str, command: Command, moment: datetime,
+             raw: Any, by: str) -> Result:
+        """Decide and store one command; the append records `raw`, the command as
+        received, and `by`, who sent it (RULES 9.3)."""
         decided_on = 0
         lost_a_race = False
         for attempt in range(RETRIES):
@@ -207,20 +224,23 @@ class RoomsApp(RoomQueries):
                 return {"ok": False, "version": 0, "error": r.as_error()}
             room.written_elsewhere |= lost_a_race
             try:
-                outcome = self._decide(room, seat, command, moment)
+                outcome = self._decide(room, seat, command, moment, raw, by)
                 if not isinstance(outcome, Tx) and not as_stored:
                     # A stale room may answer what the stored room would not: the answer
                     # counts only once the room is known to be as stored.
                     kept_at = room.version
                     room = self._up_to_date(room)
                     if room.version != kept_at:
-                        outcome = self._decide(room, seat, command, moment)
+                        outcome = self._decide(room, seat, command, moment, raw, by)
                 if not isinstance(outcome, Tx):
                     self.kept.keep(room)
                     return outcome
                 decided_on = room.version
+                # With the moment the rules were given: a verifier re-executing the
+                # command stamps the same deadlines (RULES 9.7).
                 room.record(outcome.events, outcome.state, seat=seat,
-                            command_id=command.command_id, at=now())
+                            command_id=command.command_id, at=now(),
+                            meta={"command": raw, "by": by, "now": moment.isoformat()})
             except Rejection as r:  # the room does not verify (`_up_to_date`)
                 return {"ok": False, "version": 0, "error": r.as_error()}
             except Exception as e:
@@ -264,8 +284,8 @@ class RoomsApp(RoomQueries):
             return self._up_to_date(room), True
         return room, False
 
-    def _decide(self, room: Room, seat: str, command: Command, moment: datetime
-                ) -> Tx | Result:
+    def _decide(self, room: Room, seat: str, command: Command, moment: datetime,
+                raw: Any, by: str) -> Tx | Result:
         """The events `command` appends to `room` (a Tx), or the answer that appends nothing.
 
         Decided in place: the command holds the room alone (`KeptRooms.take`) and
@@ -286,8 +306,10 @@ class RoomsApp(RoomQueries):
                 },
             }
         try:
-            # A committed room derives its outcomes (RULES 9) from the version of the
-            # command's first event; the others draw from (seed, version) as before.
+            # Nothing in a keyed seat's name without its signature (RULES 9.3).
+            signatures.check(room.state, seat, raw, by)
+            # A committed room derives its outcomes (RULES 9); the others draw from
+            # (seed, version) as before.
             randomness = port(room.state, room.version + 1) or self.randomness(
                 room.state.seed, room.version)
             return decide(room.state, seat, command, randomness, in_place=True, now=moment)

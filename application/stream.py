@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 import orjson
+from pydantic import Field
 
 from dune_ledger.domain.game import (
     EVENT_TYPES,
@@ -99,17 +100,26 @@ class SeatTokenReissued(Event):
     """The operator gave a seat a new token; the old one stops working. Only the new
     token's hash is kept (seat tokens are shown once, never stored)."""
 
-    shown = ("seat",)
+    shown_as = {"seat": str, "key_cleared": (bool, None)}
 
     seat: str
     token_hash: str
+    # The seat's key (RULES 9.3) went with the old token: public, so that everyone sees
+    # a key the operator replaced. Left out of the stored event while False.
+    key_cleared: bool = Field(default=False, exclude_if=lambda v: not v)
 
     def apply(self, state: RoomState) -> None:
-        pass  # tokens are the room's custody of its seats, not game state (`Recorded.mutate`)
+        # Tokens are the room's custody of its seats, not game state (`Recorded.mutate`).
+        f = state.fairness
+        if self.key_cleared and f is not None and f.keys is not None:
+            f.keys[self.seat] = None
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, **({"key_cleared": True} if self.key_cleared else {})}
 
     def text(self) -> str:
         return (f"The host gave {faction_name(self.seat)} a new seat token; the old one no "
-                "longer works")
+                "longer works" + (", and its seat key is cleared" if self.key_cleared else ""))
 
 
 # Every type a room's stream stores, by its name: the rules' events and the room's own.
@@ -251,7 +261,9 @@ class Room:
                 command_id=command_id,
                 append=first,
                 at=at,
-                meta=meta if isinstance(fact, RoomCreated) and meta else {},
+                # The creation's token hashes; on any other append, what caused it
+                # (RULES 9.3): the command as received and `by`.
+                meta=meta if meta and self.version + 1 == first else {},
             )
             self.pending.append(rec)
             self.version = rec.originator_version

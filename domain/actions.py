@@ -61,6 +61,8 @@ class Unshuffled:
 class Probe(Tx):
     """A Tx that stops at the first event, before the state is copied or changed."""
 
+    probing = True
+
     def __init__(self, state: RoomState) -> None:
         super().__init__(state, Unshuffled())
 

@@ -48,6 +48,9 @@ class Command(BaseModel):
     written: ClassVar[dict[str, type[Shape]]] = {}
     command_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     expected_version: Count | None = None
+    # A keyed seat's Ed25519 signature of the command (RULES 9.3), checked by the
+    # application before the rules see it.
+    sig: Annotated[str, Field(max_length=128)] | None = None
 
 
 class BoxPromise(BaseModel):

@@ -99,10 +99,12 @@ RngField = Field(default=None, exclude_if=absent)
 
 
 class RngShown(Shape):
-    """An outcome's public `rng` (RULES 9.5)."""
+    """An outcome's public `rng` (RULES 9.5): `n` and `mix` (v2), or `version`, `call`
+    and `mix` (a v1 room's)."""
 
-    version: int
-    call: int
+    n: int | None = None
+    version: int | None = None
+    call: int | None = None
     mix: str
 
 
@@ -114,6 +116,8 @@ def rng_public(rng: dict[str, Any] | None) -> dict[str, Any]:
     """The public part of an outcome's `rng` (its `input` is private until the end)."""
     if rng is None:
         return {}
+    if "n" in rng:
+        return {"rng": {"n": rng["n"], "mix": rng["mix"]}}
     return {"rng": {"version": rng["version"], "call": rng["call"], "mix": rng["mix"]}}
 
 
@@ -171,5 +175,5 @@ class RoomCreated(Event):
 
 
 def _public_commitment(fairness: dict[str, Any]) -> dict[str, Any]:
-    return {"mode": "committed", "algorithm": ALGORITHM,
+    return {"mode": "committed", "algorithm": fairness.get("algorithm", ALGORITHM),
             "commitment": fairness["commitment"]}

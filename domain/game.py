@@ -33,19 +33,37 @@ from dune_ledger.domain.effect import HOUSE, Effect
 from dune_ledger.domain.errors import LayoutError, Rejection
 from dune_ledger.domain.events import Event, RoomCreated
 from dune_ledger.domain.fairness import (
+    BEFORE_THE_DEAL,
+    Dealt,
     EndRoom,
     RoomEnded,
+    SeatKeyRegistered,
+    SeedCommitted,
+    SeedRevealed,
     committed,
     derived,
     kept_state,
     outcome,
     port,
+    seed_hash,
     state_digest,
+    v2,
 )
 from dune_ledger.domain.gifts import offer_of
 from dune_ledger.domain.layout import Layout, build_room, committed_layout, parse_layout
 from dune_ledger.domain.nullentropy import CardRetrieved, PileShuffled, candidates
-from dune_ledger.domain.randomness import Randomness, Rng, commitment, derived_shuffle, mix, words
+from dune_ledger.domain.randomness import (
+    ALGORITHM,
+    ALGORITHM_V2,
+    Counted,
+    Randomness,
+    Rng,
+    commitment,
+    counted_words,
+    derived_shuffle,
+    mix,
+    words,
+)
 from dune_ledger.domain.responses import WindowDeadline, expired
 from dune_ledger.domain.rules import OPERATOR, SYSTEM, Tx, apply, decide, initial_state, replay
 from dune_ledger.domain.shapes import Shape, one_of, shape
@@ -160,8 +178,9 @@ __all__ = [
     "CARDS", "EXPANSIONS", "FACTIONS", "PAGE_WORDS", "faction_name", "is_box", "room_cards",
     "FIRST_CATALOG", "NEWEST_CATALOG",
     # fair dealing and its verifier
-    "Randomness", "Rng", "commitment", "derived_shuffle", "mix", "words", "committed",
+    "ALGORITHM", "Randomness", "Rng", "commitment", "derived_shuffle", "mix", "words", "committed",
     "derived", "port", "kept_state", "state_digest", "outcome", "RoomEnded",
     "DeckShuffled", "DiscardReshuffled", "PileShuffled", "AmbassadorCohortDrawn",
-    "CardDrawn", "CardRetrieved",
+    "CardDrawn", "CardRetrieved", "ALGORITHM_V2", "Counted", "counted_words", "seed_hash",
+    "v2", "Dealt", "SeatKeyRegistered", "SeedCommitted", "SeedRevealed", "BEFORE_THE_DEAL",
 ]

@@ -232,14 +232,15 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
     fill the deck.
 
     A committed layout needs the room's `secret` (32 bytes from the operating
-    system): its deck stays unshuffled until the first draw, and its one draw here
-    (a cohort) is derived at version 1 (RULES 9); `randomness` is then not used."""
+    system): its deck stays in the catalog's order and Ecaz's cohort undrawn until the
+    deal (RULES 9.4); `randomness` is then not used."""
     commit = None
     if committed_layout(layout):
         if secret is None or len(secret) != 32:
             raise ValueError("a committed room needs a 32-byte secret")
         commit = fairness.committed([s.faction for s in layout.seats], secret)
-        randomness = fairness.derived(room, commit, 1)
+        commit.cohort_at_deal = layout.ambassadors is not None and \
+            layout.ambassadors.cohort is None
     expansions = sorted(set(layout.expansions), key=EXPANSIONS.index)
     physical = room_cards(tuple(expansions), catalog)
     known = {cd.id for cd in physical}
@@ -269,7 +270,7 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
         raise LayoutError(f"cards missing from the layout: {', '.join(deck_rest)}")
     # Drawn last: a refused layout draws no randomness.
     if committed_layout(layout):
-        deck = deck_rest  # shuffled at the first draw (domain.custody.shuffle_late)
+        deck = deck_rest  # in the catalog's order: shuffled at the deal
     elif layout.deck is None:
         deck = randomness.shuffle(deck_rest) if deck_rest else []
     else:
@@ -298,7 +299,7 @@ def build_room(layout: Layout, room: str, randomness: Randomness,
         reservations=[Reservation(**r.model_dump()) for r in layout.reservations],
         commitments=[Commitment(**cm.model_dump()) for cm in layout.commitments],
         shipping_costs=[ShippingCost(**sc.model_dump()) for sc in layout.shipping_costs],
-        ambassadors=_ambassadors(layout, randomness),
+        ambassadors=_ambassadors(layout, None if commit else randomness),
         control=layout.control or Control(),
         response_seconds=layout.response_seconds,
         fairness=commit,
@@ -363,8 +364,10 @@ def _cards_agree(layout: Layout, known: set[str]) -> None:
         raise LayoutError("invalid layout: " + "; ".join(dict.fromkeys(problems)))
 
 
-def _ambassadors(layout: Layout, randomness: Randomness) -> AmbassadorState | None:
-    """Validate Ecaz's tokens (RULES 4): required exactly when Ecaz is seated."""
+def _ambassadors(layout: Layout, randomness: Randomness | None) -> AmbassadorState | None:
+    """Validate Ecaz's tokens (RULES 4): required exactly when Ecaz is seated. Without
+    `randomness` (a committed room) a cohort the layout leaves to chance is drawn at
+    the deal: none yet."""
     amb = layout.ambassadors
     ecaz = any(s.faction == ECAZ for s in layout.seats)
     if amb is None:
@@ -406,7 +409,10 @@ def _ambassadors(layout: Layout, randomness: Randomness) -> AmbassadorState | No
         raise LayoutError("invalid ambassadors: " + "; ".join(problems))
     taken = {ECAZ, *placed, *amb.used, *amb.removed, *(cohort or [])}
     supply = [t for t in TOKENS if t not in taken]
-    if cohort is None:
+    if cohort is None and randomness is None:
+        cohort = []
+    elif cohort is None:
+        assert randomness is not None
         # The draw is part of RoomCreated's state, so replay never draws it again.
         cohort = randomness.sample(supply, min(COHORT_SIZE, len(supply))) if supply else []
         supply = [t for t in supply if t not in cohort]

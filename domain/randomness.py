@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-ALGORITHM = "hmac-sha256-fy-v1"
+ALGORITHM = "hmac-sha256-fy-v1"  # rooms committed before the ceremony (RULES 9, v1)
+ALGORITHM_V2 = "hmac-sha256-fy-v2"
 COMMIT_PREFIX = b"dune-ledger:commit:"
 
 
@@ -33,6 +34,19 @@ class Rng(BaseModel):
         return {"version": self.version, "call": self.call, "mix": self.mix}
 
 
+class CountedRng(BaseModel):
+    """How an outcome of a v2 room was derived (RULES 9.5): `n`, the room's call, and
+    `mix` are public; `input`, the list it shuffled in order, is private until the end."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    n: int
+    mix: str
+    input: list[str]
+
+    def public(self) -> dict[str, Any]:
+        return {"n": self.n, "mix": self.mix}
+
+
 class Randomness(Protocol):
     def shuffle(self, ids: list[str]) -> list[str]:
         """Return a new list: a uniformly random permutation of `ids`."""
@@ -42,7 +56,7 @@ class Randomness(Protocol):
         """Return `k` distinct members of `ids` in random order."""
         ...
 
-    def last_draw(self) -> Rng | None:
+    def last_draw(self) -> Rng | CountedRng | None:
         """The record of the last draw, for the event that carries its outcome (None:
         a source nothing verifies, the OS's or a seeded one)."""
         ...
@@ -64,6 +78,18 @@ def words(secret: bytes, room: str, version: int, call: int, mixed: str) -> Iter
     block = 0
     while True:
         message = f"{room}:{version}:{call}:{mixed}:{block}".encode()
+        digest = hmac.new(secret, message, hashlib.sha256).digest()
+        for i in range(0, 32, 4):
+            yield int.from_bytes(digest[i:i + 4], "big")
+        block += 1
+
+
+def counted_words(secret: bytes, room: str, n: int, mixed: str) -> Iterator[int]:
+    """The words of the room's `n`-th random call (v2): no version, so that nothing the
+    operator appends before a draw moves it."""
+    block = 0
+    while True:
+        message = f"{room}:{n}:{mixed}:{block}".encode()
         digest = hmac.new(secret, message, hashlib.sha256).digest()
         for i in range(0, 32, 4):
             yield int.from_bytes(digest[i:i + 4], "big")
@@ -120,4 +146,34 @@ class Derived:
         return self.shuffle(ids)[:k]
 
     def last_draw(self) -> Rng | None:
+        return self._last
+
+
+class Counted:
+    """A v2 room's port (RULES 9.5): its draws read `counted_words(secret, room, n, mix)`
+    for the room's next call `n`. `at` tells it the room's counter and mix as they
+    stand (`None`: before the deal, when no draw may happen); each draw then counts."""
+
+    def __init__(self, secret: bytes, room: str, calls: int, mixed: str | None) -> None:
+        self._secret = secret
+        self.room = room
+        self.calls, self.mix = calls, mixed
+        self._last: CountedRng | None = None
+
+    def at(self, calls: int, mixed: str | None) -> None:
+        # A draw not yet recorded by an applied event keeps its place in the count.
+        self.calls, self.mix = max(self.calls, calls), mixed
+
+    def shuffle(self, ids: list[str]) -> list[str]:
+        if self.mix is None:
+            raise AssertionError("a committed room draws nothing before its deal")
+        n = self.calls
+        self.calls += 1
+        self._last = CountedRng(n=n, mix=self.mix, input=list(ids))
+        return derived_shuffle(counted_words(self._secret, self.room, n, self.mix), ids)
+
+    def sample(self, ids: list[str], k: int) -> list[str]:
+        return self.shuffle(ids)[:k]
+
+    def last_draw(self) -> CountedRng | None:
         return self._last

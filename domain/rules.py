@@ -15,7 +15,7 @@ from dune_ledger.domain.commands import Command
 from dune_ledger.domain.effect import HOUSE, Handler
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event, RoomCreated
-from dune_ledger.domain.randomness import Randomness
+from dune_ledger.domain.randomness import Counted, Randomness
 from dune_ledger.domain.state import RoomState
 
 # The senders that are no seat: the operator (the deal, a round's opening, the end of a
@@ -32,6 +32,10 @@ class Tx:
     emit, so a handler that rejects never touched anything. `in_place`: no copy,
     the events change the caller's own state (see `decide`).
     """
+
+    # True on the actions' probe (domain/actions.py), which asks with placeholder values
+    # for the fields a seat writes: a check of such a value's content is then skipped.
+    probing = False
 
     def __init__(self, state: RoomState, randomness: Randomness, *,
                  in_place: bool = False, now: datetime | None = None) -> None:
@@ -62,10 +66,19 @@ class Tx:
         return (self.now + timedelta(seconds=max(0.0, seconds))).isoformat()
 
     def shuffle(self, ids: list[str]) -> list[str]:
+        self._follow()
         return self._randomness.shuffle(ids)
 
     def sample(self, ids: list[str], k: int) -> list[str]:
+        self._follow()
         return self._randomness.sample(ids, k)
+
+    def _follow(self) -> None:
+        # A v2 room's port reads the room's counter and mix as this command left them
+        # (the deal fixes the mix in the same append as its first draws: RULES 9.4).
+        f = self.state.fairness
+        if isinstance(self._randomness, Counted) and f is not None:
+            self._randomness.at(f.calls or 0, f.mix)
 
     def drawn(self) -> dict[str, Any] | None:
         """The `rng` record of the last draw, for the event carrying its outcome (RULES
@@ -131,6 +144,9 @@ def initial_state(event: RoomCreated) -> RoomState:
 
 def apply(state: RoomState, event: Event) -> None:
     event.apply(state)
+    rng = getattr(event, "rng", None)
+    if rng is not None and "n" in rng and state.fairness is not None:
+        state.fairness.calls = rng["n"] + 1  # a v2 room's counter (RULES 9.5)
     state.version += 1
 
 

@@ -218,14 +218,34 @@ class Receipt(Model):
     bonus: str | None = None  # the Harkonnen bonus card, when one was drawn
 
 
+def v1(value: Any) -> bool:
+    return value == "hmac-sha256-fy-v1"
+
+
+def unset(value: Any) -> bool:
+    return value is None or value is False
+
+
 class Fairness(Model):
-    """A committed room's commit-reveal (RULES 9). `secret` (64 hex) is private until
-    the room ends; `seeds` holds every seat's seed in force (None: none set)."""
+    """A committed room's fair dealing (RULES 9). `secret` (64 hex) is private until
+    the room ends; `seeds` holds every seat's seed (v1: in force; v2: revealed).
+
+    The v2 fields (the ceremony, the keys, the counter) are left out of the stored
+    JSON while unset, so that a v1 room's events, snapshots and state hash stay as
+    they were."""
 
     commitment: str
     secret: str
     seeds: dict[str, str | None]
-    deck_shuffled: bool = False  # the late shuffle: at the first draw or reshuffle
+    deck_shuffled: bool = False  # the late shuffle (v1): at the first draw or reshuffle
+    algorithm: str = Field(default="hmac-sha256-fy-v1", exclude_if=v1)
+    stage: Literal["commit", "reveal", "dealt"] | None = Field(default=None, exclude_if=unset)
+    commitments: dict[str, str | None] | None = Field(default=None, exclude_if=unset)
+    withheld: list[str] | None = Field(default=None, exclude_if=unset)
+    mix: str | None = Field(default=None, exclude_if=unset)  # fixed at the deal
+    keys: dict[str, str | None] | None = Field(default=None, exclude_if=unset)
+    calls: int | None = Field(default=None, exclude_if=unset)  # the room's random calls
+    cohort_at_deal: bool = Field(default=False, exclude_if=unset)  # Ecaz's, drawn at the deal
 
 
 class RoomState(Model):

@@ -32,16 +32,31 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
+import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.application.stream import APPEND, GENESIS, STORED_TYPES, chain_hash
+from dune_ledger.application.rooms import RoomsApp, parsed
+from dune_ledger.application.signatures import BY, key_of, signed_text, valid
+from dune_ledger.application.stream import (
+    APPEND,
+    GENESIS,
+    STORED_TYPES,
+    SeatTokenReissued,
+    chain_hash,
+)
 from dune_ledger.domain.game import (
+    ALGORITHM,
+    ALGORITHM_V2,
+    OPERATOR,
+    SYSTEM,
     AmbassadorCohortDrawn,
     CardDrawn,
+    Counted,
+    Dealt,
     DeckShuffled,
     DiscardReshuffled,
     Event,
@@ -50,12 +65,16 @@ from dune_ledger.domain.game import (
     RoomCreated,
     RoomEnded,
     RoomState,
+    SeedRevealed,
     apply,
     commitment,
+    counted_words,
+    decide,
     derived_shuffle,
     initial_state,
     mix,
     outcome,
+    seed_hash,
     state_digest,
     words,
 )
@@ -63,8 +82,11 @@ from dune_ledger.infrastructure import strict_json
 from dune_ledger.infrastructure.transfer import FIELDS, export_lines  # the one export format
 
 CHECKS = ("chain_intact", "signatures", "commitment", "seeds", "shuffles", "draws", "replay")
-STAGE = {"chain_intact": 0, "signatures": 0, "commitment": 1, "seeds": 2, "shuffles": 2,
-         "draws": 2, "replay": 2}
+CHECKS_V2 = ("chain_intact", "signatures", "commitment", "ceremony", "seat_signatures",
+             "shuffles", "draws", "commands", "replay")
+STAGE = {"malformed": 0, "chain_intact": 0, "signatures": 0, "commitment": 1, "seeds": 2,
+         "ceremony": 2, "seat_signatures": 2, "shuffles": 2, "draws": 2, "commands": 2,
+         "replay": 2}
 
 
 class TranscriptError(ValueError):
@@ -109,10 +131,11 @@ def parse(data: bytes) -> list[dict[str, Any]]:
 
 
 class Report:
-    def __init__(self, room: str, events: int) -> None:
-        self.room, self.events = room, events
-        self.checks = dict.fromkeys(CHECKS, True)
+    def __init__(self, room: str | None, events: int, algorithm: str | None) -> None:
+        self.room, self.events, self.algorithm = room, events, algorithm
+        self.checks = dict.fromkeys(CHECKS_V2 if algorithm == ALGORITHM_V2 else CHECKS, True)
         self.failures: list[tuple[int, int, str, str]] = []
+        self.seats: dict[str, dict[str, Any]] = {}
 
     def fail(self, version: int, check: str, detail: str) -> None:
         self.checks[check] = False
@@ -120,24 +143,44 @@ class Report:
 
     def as_json(self) -> dict[str, Any]:
         first = min(self.failures, default=None, key=lambda f: (f[0], f[1]))
-        return {"ok": not self.failures, "room": self.room, "events": self.events,
-                "checks": self.checks,
+        return {"ok": not self.failures, "room": self.room, "algorithm": self.algorithm,
+                "events": self.events, "checks": self.checks, "seats": self.seats,
                 "first_failure": None if first is None else {
                     "version": first[1], "check": first[2], "detail": first[3]}}
 
 
 def verify(data: bytes, key: Ed25519PublicKey) -> dict[str, Any]:
-    lines = parse(data)
-    room = str(lines[0]["room"])
-    report = Report(room, len(lines))
-    payloads = _check_lines(lines, key, report)
-    if payloads is None:
-        return report.as_json()
-    events = _decode(lines, payloads, report)
-    if events is None:
-        return report.as_json()
-    secret = _check_commitment(events, report)
-    _replay(events, secret, report)
+    """The report on a transcript; malformed input of any shape is a report with
+    `ok: false` (check `malformed`), never an exception."""
+    try:
+        lines = parse(data)
+        room = str(lines[0]["room"])
+        created = strict_json.loads(str(lines[0]["payload"]).encode())["fact"]["state"]
+        algorithm = (created.get("fairness") or {}).get("algorithm", ALGORITHM)
+    except Exception as e:
+        return malformed(None, 0, 1, f"not a transcript: {e}")
+    report = Report(room, len(lines), algorithm)
+    try:
+        payloads = _check_lines(lines, key, report)
+        if payloads is None:
+            return report.as_json()
+        events = _decode(lines, payloads, report)
+        if events is None:
+            return report.as_json()
+        secret = _check_commitment(events, report)
+        if algorithm == ALGORITHM_V2:
+            reexecute(lines, payloads, events, secret, report)
+        else:
+            _replay(events, secret, report)
+    except Exception as e:
+        # Whatever shape a forger gave a field: a failure named, not a traceback.
+        report.fail(0, "malformed", f"{type(e).__name__}: {e}"[:200])
+    return report.as_json()
+
+
+def malformed(room: str | None, events: int, version: int, detail: str) -> dict[str, Any]:
+    report = Report(room, events, None)
+    report.fail(version, "malformed", detail[:200])
     return report.as_json()
 
 
@@ -153,7 +196,7 @@ def _check_lines(lines: list[dict[str, Any]], key: Ed25519PublicKey, report: Rep
             report.fail(version, "chain_intact", "not the next event of this room")
             return None
         text = line["payload"]
-        digest = chain_hash(report.room, version, line["type"], text.encode())
+        digest = chain_hash(str(report.room), version, line["type"], text.encode())
         try:
             payload = strict_json.loads(text.encode())
         except ValueError:
@@ -167,6 +210,11 @@ def _check_lines(lines: list[dict[str, Any]], key: Ed25519PublicKey, report: Rep
         if line["prev"] != head or payload.get("prev") != head:
             report.fail(version, "chain_intact", "it does not carry its predecessor's hash")
         head = str(line["hash"])
+        # An append's events all name the version of its first (RULES 9.7).
+        starts = not payloads or payload.get("append") != payloads[-1].get("append")
+        if payload.get("append") != (version if starts else payloads[-1].get("append")):
+            report.fail(version, "chain_intact", "its `append` is not the version of the "
+                        "first event of its append")
         payloads.append(payload)
     for i, line in enumerate(lines):
         version = i + 1
@@ -244,7 +292,7 @@ def _check_commitment(events: list[tuple[int, int, Event]], report: Report) -> b
 
 def _replay(events: list[tuple[int, int, Event]], secret: bytes | None, report: Report
             ) -> None:
-    room = report.room
+    room = str(report.room)
     state: RoomState | None = None
     calls: dict[int, int] = {}  # append -> the next call expected in it
     ended = False
@@ -315,3 +363,214 @@ def _seats(event: Event) -> list[str]:
 
 
 OUTCOME_EVENTS = (DeckShuffled, DiscardReshuffled, PileShuffled, AmbassadorCohortDrawn)
+
+
+# --- v2: re-execution (RULES 9.7) ------------------------------------------------------
+
+
+def reexecute(lines: list[dict[str, Any]], payloads: list[dict[str, Any]],
+              events: list[tuple[int, int, Event]], secret: bytes | None,
+              report: Report) -> None:
+    """Every append of a v2 transcript, re-executed from the command it recorded on the
+    state before it with the derived randomness; then its recorded events applied one
+    by one, each checked (the ceremony, the counter, the derivation, the draws)."""
+    created = events[0][2]
+    assert isinstance(created, RoomCreated)
+    state = initial_state(created)
+    _check_created(created, state, report)
+    report.seats = {s.faction: {"key": None, "signed": 0, "autopilot": 0, "unsigned": 0}
+                    for s in state.seats}
+    walk = Walk(report, secret)
+    i = 1
+    while i < len(events):
+        append = events[i][1]
+        j = i
+        while j < len(events) and events[j][1] == append:
+            j += 1
+        if walk.ended:
+            report.fail(events[i][0], "replay", "an event after the end")
+            return
+        # Re-executed on the state before the append; reported after the checks of its
+        # events, so that a forged outcome is named by the check it fails.
+        differs = _command(lines[i:j], payloads[i], events[i:j], state, walk)
+        for version, _, event in events[i:j]:
+            if not walk.step(version, event, state):
+                return
+        if differs is not None:
+            report.fail(*differs)
+        i = j
+    if not walk.ended:
+        report.fail(events[-1][0], "replay", "the room has not ended")
+    f = state.fairness
+    for seat, row in report.seats.items():
+        row["key"] = None if f is None or not f.keys else f.keys.get(seat)
+    if walk.deals > 1:  # none: a room ended before its deal, with no outcome
+        report.fail(events[-1][0], "ceremony", f"the room was dealt {walk.deals} times")
+
+
+def _check_created(created: RoomCreated, state: RoomState, report: Report) -> None:
+    f = state.fairness
+    seats = [s.faction for s in state.seats]
+    deck = set(state.deck)
+    if (f is None or f.stage != "commit" or f.calls != 0 or f.mix is not None
+            or f.commitments != dict.fromkeys(seats) or f.keys != dict.fromkeys(seats)
+            or any(f.seeds.values()) or f.withheld or created.rng is not None):
+        report.fail(1, "ceremony", "the room was not created in its commit stage")
+    if [c for c in state.cards() if c in deck] != state.deck:
+        report.fail(1, "ceremony", "the committed room's deck was not in the catalog's "
+                    "order")
+    amb = state.ambassadors
+    if f is not None and f.cohort_at_deal and amb is not None and amb.cohort:
+        report.fail(1, "ceremony", "Ecaz's cohort was drawn before the deal")
+
+
+BY_ACTOR = {"operator": OPERATOR, "system": SYSTEM}
+
+
+def _command(lines: list[dict[str, Any]], payload: dict[str, Any],
+             group: list[tuple[int, int, Event]], state: RoomState, walk: Walk
+             ) -> tuple[int, str, str] | None:
+    """The append's recorded command: its sender and signature, and its re-execution
+    (the failure, if it appends other events than those recorded)."""
+    report = walk.report
+    version = group[0][0]
+    meta = payload.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
+    by, raw = meta.get("by"), meta.get("command")
+    if raw is None:
+        fact = group[0][2]
+        if not (len(group) == 1 and isinstance(fact, SeatTokenReissued) and by == "operator"
+                and fact.key_cleared == (key_of(state, fact.seat) is not None)):
+            report.fail(version, "commands", "an append with no recorded command that is "
+                        "not the operator's token reissue")
+        return None
+    seat = payload.get("seat")
+    actor = BY_ACTOR.get(str(by), seat)
+    if by not in BY or not isinstance(actor, str) or (
+            by in ("operator", "system") and seat != actor):
+        report.fail(version, "commands", "its sender is not a seat, the autopilot, the "
+                    "operator or the system")
+        return None
+    if by in ("seat", "autopilot"):
+        walk.signed(version, actor, raw, str(by), state)
+    try:
+        command = parsed(actor, raw)
+        now = meta.get("now")
+        f = state.fairness
+        if walk.secret is None or f is None:
+            raise Rejection("unverifiable", "no secret matches the commitment")
+        port = Counted(walk.secret, state.room, f.calls or 0, f.mix)
+        tx = decide(state, actor, command, port,
+                    now=None if now is None else datetime.fromisoformat(now))
+    except Rejection as r:
+        return version, "commands", f"the rules refuse the recorded command: {r.code}"
+    made = [(type(e).__name__, orjson.dumps(e.model_dump(mode="json"))) for e in tx.events]
+    kept = [(str(line["type"]), orjson.dumps(
+        strict_json.loads(str(line["payload"]).encode())["fact"])) for line in lines]
+    for at, (m, k) in enumerate(zip(made, kept, strict=False)):
+        if m != k:
+            return version + at, "commands", "re-executed, its command appends other events " \
+                "than those recorded"
+    if len(made) != len(kept):
+        return version, "commands", f"re-executed, its command appends {len(made)} events, " \
+            f"not the {len(kept)} recorded"
+    return None
+
+
+class Walk:
+    """The recorded events, one by one: the counter, the ceremony, the draws."""
+
+    def __init__(self, report: Report, secret: bytes | None) -> None:
+        self.report, self.secret = report, secret
+        self.calls = 0
+        self.deals = 0
+        self.ended = False
+        self.used: set[str] = set()  # "seat:command_id" of the keyed seats' commands
+
+    def signed(self, version: int, seat: str, raw: Any, by: str, state: RoomState) -> None:
+        row = self.report.seats.get(seat)
+        if row is None or not state.has_seat(seat):
+            self.report.fail(version, "seat_signatures", "a command in the name of no seat")
+            return
+        key = key_of(state, seat)
+        if by == "autopilot":
+            row["autopilot"] += 1
+            if key is not None and state.seat(seat).autopilot is None:
+                self.report.fail(version, "seat_signatures", "the autopilot acted for a "
+                                 "keyed seat that had not turned it on")
+            return
+        if key is None:
+            row["unsigned"] += 1
+            return
+        cid = raw.get("command_id") if isinstance(raw, dict) else None
+        if not isinstance(raw, dict) or not isinstance(cid, str) or not valid(
+                key, raw.get("sig"), signed_text(state.room, seat, raw)):
+            self.report.fail(version, "seat_signatures", f"a command in {seat}'s name is "
+                             "not signed by its key")
+            return
+        if f"{seat}:{cid}" in self.used:
+            self.report.fail(version, "seat_signatures", f"{seat} used a command_id twice")
+        self.used.add(f"{seat}:{cid}")
+        row["signed"] += 1
+
+    def step(self, version: int, event: Event, state: RoomState) -> bool:
+        report = self.report
+        f = state.fairness
+        assert f is not None
+        if isinstance(event, SeedRevealed) and (f.commitments or {}).get(event.seat) != \
+                seed_hash(state.room, event.seat, event.value):
+            report.fail(version, "ceremony", "a reveal does not hash to its commitment")
+        if isinstance(event, Dealt):
+            self.deals += 1
+            revealed = dict(f.seeds)
+            committed_seats = [s for s, h in (f.commitments or {}).items() if h]
+            if event.seeds != revealed or event.mix != mix(revealed) or sorted(
+                    event.withheld) != sorted(s for s in committed_seats if not revealed.get(s)):
+                report.fail(version, "ceremony", "the deal's seeds, mix or withheld are not "
+                            "those of the reveals")
+        if isinstance(event, CardDrawn) and (not state.deck or state.deck[0] != event.card):
+            report.fail(version, "draws", "the card drawn was not the top of the deck")
+        self._outcome(version, event, state)
+        if isinstance(event, RoomEnded):
+            self.ended = True
+            if state_digest(state) != event.state_hash:
+                report.fail(version, "replay", "the replay does not reach the state the "
+                            "room ended in")
+        try:
+            apply(state, event)
+        except Exception as e:
+            report.fail(version, "replay", f"the event does not apply: {type(e).__name__}")
+            return False
+        return True
+
+    def _outcome(self, version: int, event: Event, state: RoomState) -> None:
+        report = self.report
+        rng = getattr(event, "rng", None)
+        if rng is None:
+            if isinstance(event, OUTCOME_EVENTS):
+                report.fail(version, "shuffles", f"{event.type} carries no derivation")
+            return
+        f = state.fairness
+        assert f is not None
+        if self.deals != 1 or f.stage != "dealt":
+            report.fail(version, "ceremony", "an outcome before the deal")
+        if rng.get("n") != self.calls:
+            report.fail(version, "shuffles", f"the counter reads {rng.get('n')} where "
+                        f"{self.calls} comes next")
+        self.calls += 1
+        if rng.get("mix") != f.mix:
+            report.fail(version, "shuffles", "its mix is not the mix fixed at the deal")
+        expected = outcome(event, state)
+        assert expected is not None
+        held, recorded, sample = expected
+        if list(rng.get("input", [])) != held:
+            report.fail(version, "shuffles", "its input is not the list the state held")
+            return
+        if self.secret is None:
+            report.fail(version, "shuffles", "not checked: no secret matches the commitment")
+            return
+        derived = derived_shuffle(counted_words(self.secret, state.room, int(rng["n"]),
+                                                str(rng["mix"])), held)
+        if (derived[:len(recorded)] if sample else derived) != recorded:
+            report.fail(version, "shuffles", "the recorded outcome is not the derived one")
+

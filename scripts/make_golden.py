@@ -24,6 +24,8 @@ never rewrite an old one.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import io
 import sys
 import tempfile
@@ -33,10 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from nacl.signing import SigningKey
 
 from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.domain.game import EVENT_TYPES
+from dune_ledger.application.signatures import signed_text
+from dune_ledger.domain.game import EVENT_TYPES, OPERATOR
 from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT
 from dune_ledger.infrastructure.keys import init_key_file
 from dune_ledger.infrastructure.storage import open_rooms
@@ -203,6 +207,8 @@ def ambassador_cohort(app: RoomsApp, seeded: bool = True) -> str:
         "copy_pool": ["emperor", "choam"],
     }
     room = app.create_room(raw)["room"]
+    if not seeded:
+        ok(app, room, OPERATOR, {"type": "deal"})  # no seat committed: dealt at once
     entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
                                          "via": "shipment"})
     ok(app, room, "ecaz", {"type": "ambassador_decide",
@@ -262,17 +268,42 @@ def ambassador_flows(app: RoomsApp) -> str:
     return room
 
 
+def signed(room: str, seat: str, key: SigningKey, command: dict[str, Any]) -> dict[str, Any]:
+    """A command signed by a seat's key (RULES 9.3)."""
+    bare = {"command_id": f"{seat}-{command['type']}", **command}
+    sig = key.sign(signed_text(room, seat, bare)).signature
+    return {**bare, "sig": base64.b64encode(sig).decode()}
+
+
+def seed_hash(room: str, seat: str, value: str) -> str:
+    return hashlib.sha256(f"dune-ledger:seed:{room}:{seat}:{value}".encode()).hexdigest()
+
+
 def committed_room(app: RoomsApp) -> str:
-    """A committed room (RULES 9): seeds, the late deck shuffle, the end."""
+    """A committed room (RULES 9): a seat key, the ceremony with a withheld reveal and the
+    operator's deal, the deck shuffled at the deal, signed and unsigned play, a token
+    reissue that clears a key, the end."""
     raw = staged()
     del raw["seed"]
     room = app.create_room(raw)["room"]
-    ok(app, room, "emperor", {"type": "seed", "value": "golden"})
-    ok(app, room, "emperor", {"type": "draw"})
+    key = SigningKey(bytes(range(32)))  # a fixed key: the corpus is the same each time
+    public = base64.b64encode(bytes(key.verify_key)).decode()
+    ok(app, room, "emperor", {"type": "seat_key", "public_key": public})
+    ok(app, room, "richese", {"type": "seed_commit", "hash": seed_hash(room, "richese", "r")})
+    ok(app, room, "emperor", signed(room, "emperor", key, {
+        "type": "seed_commit", "hash": seed_hash(room, "emperor", "golden")}))
+    ok(app, room, "harkonnen", {"type": "seed_commit",
+                                "hash": seed_hash(room, "harkonnen", "kept")})
+    ok(app, room, "richese", {"type": "seed_reveal", "value": "r"})
+    ok(app, room, "emperor", signed(room, "emperor", key,
+                                    {"type": "seed_reveal", "value": "golden"}))
+    ok(app, room, OPERATOR, {"type": "deal"})  # harkonnen withheld its reveal
+    ok(app, room, "emperor", signed(room, "emperor", key, {"type": "draw"}))
     ok(app, room, "richese", {"type": "begin_search", "card": BOX})
     search = app.seat_view(room, "richese")["nullentropy"]["search"]
     ok(app, room, "richese", {"type": "select_card", "search": search["event"],
                               "card": search["cards"][0]["id"]})
+    app.reissue_token(room, "emperor")  # the key goes with the old token, publicly
     ended = app.end_room(room, "golden-end")
     if not ended["ok"]:
         raise SystemExit(f"the end was refused: {ended['error']}")

@@ -144,10 +144,19 @@ def public_problems(state: RoomState, data: Any, where: str, event: Any = None,
     spice = [p for p in spice_paths(data) if p[-2:] != ("promise", "spice")]
     if spice:
         problems.append(f"{where}: public data carries spice at {spice}")
-    text = orjson.dumps(data).decode()
-    if "withheld" in text:
+    if guarded(data):
         problems.append(f"{where}: withheld by the projection guard")
     return problems
+
+
+def guarded(data: Any) -> bool:
+    """Is this the guard's marker (projections/guard.py): a view's `withheld` text or a
+    log entry's `withheld: true`? (A deal's `withheld`, the seats that kept their
+    reveal, is a list: RULES 9.4.)"""
+    marker = data.get("withheld") if isinstance(data, dict) else None
+    if isinstance(marker, str) or marker is True:
+        return True
+    return isinstance(data, list) and any(guarded(item) for item in data)
 
 
 def error_problems(state: RoomState, seat: str, command: dict[str, Any],

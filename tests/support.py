@@ -4,6 +4,8 @@ application's back; a PostgreSQL follower; rooms played for the read models."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import random
 import secrets
 import socket
@@ -166,6 +168,58 @@ def committed_layout(**overrides: Any) -> dict[str, Any]:
     raw = layout(**overrides)
     del raw["seed"]
     return raw
+
+
+class SeatKey:
+    """A seat's Ed25519 key pair, as a seat page or `--seat-key` holds it (RULES 9.3)."""
+
+    def __init__(self) -> None:
+        from nacl.signing import SigningKey
+
+        self.private = SigningKey.generate()
+        self.public = base64.b64encode(bytes(self.private.verify_key)).decode()
+        self.used = 0
+
+    def sign(self, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
+        """The command with a fresh `command_id` (unless it has one) and its `sig`."""
+        from dune_ledger.application.signatures import signed_text
+
+        self.used += 1
+        bare = {"command_id": f"{seat}-{self.used}-{secrets.token_hex(4)}", **command}
+        sig = self.private.sign(signed_text(room, seat, bare)).signature
+        return {**bare, "sig": base64.b64encode(sig).decode()}
+
+
+def seed_commitment(room: str, seat: str, value: str) -> str:
+    return hashlib.sha256(f"dune-ledger:seed:{room}:{seat}:{value}".encode()).hexdigest()
+
+
+def dealt(app: RoomsApp, room: str, seeds: dict[str, str] | None = None,
+          keys: dict[str, SeatKey] | None = None) -> dict[str, Any]:
+    """Take a committed room through its ceremony (RULES 9.4): every seat in `seeds`
+    commits and reveals (signed when it has a key in `keys`); the operator deals when
+    some seat commits no seed. The result of the append that dealt."""
+    seats = [s.faction for s in app.load(room).state.seats]
+    seeds = {s: f"seed of {s}" for s in seats} if seeds is None else seeds
+    keys = keys or {}
+
+    def send(seat: str, command: dict[str, Any]) -> dict[str, Any]:
+        key = keys.get(seat)
+        result = app.execute(room, seat, key.sign(room, seat, command) if key else command)
+        assert result["ok"], result
+        return dict(result)
+
+    for seat, value in seeds.items():
+        send(seat, {"type": "seed_commit", "hash": seed_commitment(room, seat, value)})
+    if set(seeds) != set(seats) or not seeds:
+        result = app.execute(room, "operator", {"type": "deal"})
+        assert result["ok"], result
+        if any(e["type"] == "Dealt" for e in result["events"]):
+            return dict(result)
+    last: dict[str, Any] = {}
+    for seat, value in seeds.items():
+        last = send(seat, {"type": "seed_reveal", "value": value})
+    return last
 
 
 # --- over HTTP ----------------------------------------------------------------------

@@ -46,6 +46,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "semuta": {"event": "e1", "action": "take", "card": "crysknife"},
     "guild_stop": {"card": "karama-2"},
     "seed": {"value": "my seed 42"},
+    "seat_key": {"public_key": "A" * 43 + "="},
+    "seed_commit": {"hash": "0" * 64},
+    "seed_reveal": {"value": "my seed 42"},
 }
 COMMON = {"command_id": "c1", "expected_version": 3}
 

@@ -15,7 +15,7 @@ import pytest
 from dune_ledger.application.stream import APPEND, chain_hash
 from dune_ledger.domain import fairness
 from dune_ledger.domain.randomness import (
-    ALGORITHM,
+    ALGORITHM_V2,
     Derived,
     commitment,
     derived_shuffle,
@@ -29,7 +29,14 @@ from dune_ledger.infrastructure.transfer import export_lines
 from dune_ledger.infrastructure.verify import public_key, verify
 from scripts import make_golden
 from tests.fairness.seeded_facts import played
-from tests.support import committed_layout, example, layout
+from tests.support import (
+    SeatKey,
+    committed_layout,
+    dealt,
+    example,
+    layout,
+    seed_commitment,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 BOX = "nullentropy-box"
@@ -52,14 +59,13 @@ def app(tmp_path: Path) -> Any:
 
 
 def play(app: Any) -> str:
-    """A committed room: seeds (one during a search), a late deck shuffle, a Box search,
-    draws past a reshuffle of the discard pile, the end."""
+    """A committed room: the ceremony (one seat commits nothing, the operator deals),
+    the deck shuffled at the deal, a Box search, draws past a reshuffle of the discard
+    pile."""
     room = str(app.create_room(committed_layout())["room"])
-    ok(app, room, "richese", {"type": "seed", "value": "dunes of arrakis"})
-    ok(app, room, "emperor", {"type": "seed", "value": "Padishah 10191"})
+    dealt(app, room, {"richese": "dunes of arrakis", "emperor": "Padishah 10191"})
     ok(app, room, "emperor", {"type": "draw"})
     ok(app, room, "richese", {"type": "begin_search", "card": BOX})
-    ok(app, room, "harkonnen", {"type": "seed", "value": "during the search"})
     search = app.seat_view(room, "richese")["nullentropy"]["search"]
     ok(app, room, "richese", {"type": "select_card", "search": search["event"],
                               "card": search["cards"][0]["id"]})
@@ -160,37 +166,48 @@ def test_a_sample_is_the_prefix_of_the_shuffle_and_calls_are_counted():
 # --- a committed room -----------------------------------------------------------------
 
 
-def test_a_committed_room_commits_and_shuffles_its_deck_at_the_first_draw(app):
+def test_a_committed_room_starts_in_its_commit_stage_and_shuffles_its_deck_at_the_deal(app):
     created = app.create_room(committed_layout())
     room = created["room"]
     view = app.public_view(room)
     f = view["fairness"]
-    assert f["mode"] == "committed" and f["algorithm"] == ALGORITHM
+    assert f["mode"] == "committed" and f["algorithm"] == ALGORITHM_V2
     assert HEX64.fullmatch(f["commitment"]) and f["secret"] is None
-    assert f["seeds"] == {"richese": None, "emperor": None, "harkonnen": None}
+    assert f["stage"] == "commit" and f["mix"] is None and f["withheld"] == []
+    assert f["seeds"] == f["commitments"] == f["keys"] == {
+        "richese": None, "emperor": None, "harkonnen": None}
     assert view["ended"] is False
-    assert app.load(room).state.fairness.deck_shuffled is False
-    ok(app, room, "emperor", {"type": "seed", "value": "x"})
-    assert app.public_view(room)["fairness"]["seeds"]["emperor"] == "x"
-    drawn = ok(app, room, "emperor", {"type": "draw"})
-    assert [e["type"] for e in drawn["events"]] == ["DeckShuffled", "CardDrawn"]
-    rng = drawn["events"][0]["rng"]
     state = app.load(room).state
-    assert rng == {"version": 3, "call": 0, "mix": mix(state.fairness.seeds)}
-    assert "input" not in orjson.dumps(drawn).decode()  # the shuffled input is private
-    again = ok(app, room, "emperor", {"type": "draw"})
-    assert [e["type"] for e in again["events"]] == ["CardDrawn"]  # shuffled once
+    assert state.deck == [c for c in state.cards() if c in state.deck]  # catalog order
+    refused = app.execute(room, "emperor", {"type": "draw"})
+    assert refused["error"]["code"] == "not_dealt" and app.load(room).version == 1
+    assert {a["type"] for a in app.seat_view(room, "emperor")["actions"]} == {
+        "seat_key", "seed_commit", "set_autopilot"}
+    deal = dealt(app, room)
+    assert [e["type"] for e in deal["events"]] == ["SeedRevealed", "Dealt", "DeckShuffled"]
+    state = app.load(room).state
+    mixed = mix(state.fairness.seeds)
+    assert deal["events"][1]["mix"] == mixed == state.fairness.mix
+    assert deal["events"][2]["rng"] == {"n": 0, "mix": mixed}
+    assert "input" not in orjson.dumps(deal).decode()  # the shuffled input is private
+    drawn = ok(app, room, "emperor", {"type": "draw"})
+    assert [e["type"] for e in drawn["events"]] == ["CardDrawn"]  # shuffled once
+    assert app.public_view(room)["fairness"]["stage"] == "dealt"
 
 
 def test_a_seeded_or_layout_room_shows_its_mode_and_refuses_seeds(app):
     seeded = app.create_room(layout())["room"]
     f = app.public_view(seeded)["fairness"]
-    assert f == {"mode": "seeded", "algorithm": None, "commitment": None,
-                 "seeds": {"richese": None, "emperor": None, "harkonnen": None},
-                 "secret": None}
-    refused = app.execute(seeded, "emperor", {"type": "seed", "value": "x"})
-    assert refused["error"]["code"] == "not_eligible"
-    assert not any(a["type"] == "seed" for a in app.seat_view(seeded, "emperor")["actions"])
+    none = {"richese": None, "emperor": None, "harkonnen": None}
+    assert f == {"mode": "seeded", "algorithm": None, "commitment": None, "stage": None,
+                 "commitments": none, "seeds": none, "withheld": [], "mix": None,
+                 "keys": none, "secret": None}
+    for command in ({"type": "seed", "value": "x"}, {"type": "seed_commit", "hash": "0" * 64},
+                    {"type": "seat_key", "public_key": "A" * 43 + "="}):
+        refused = app.execute(seeded, "emperor", command)
+        assert refused["error"]["code"] == "not_eligible"
+    assert not {"seed", "seed_commit", "seat_key"} & {
+        a["type"] for a in app.seat_view(seeded, "emperor")["actions"]}
 
 
 @pytest.mark.parametrize("value", ["", "x" * 65, "tab\there", "é", 7])
@@ -200,25 +217,32 @@ def test_a_seed_is_1_to_64_printable_ascii(app, value):
     assert refused["error"]["code"] == "invalid_command"
 
 
-def test_a_rejected_command_draws_nothing(app, monkeypatch):
-    """The derivation's call counter does not move for a refused command."""
+def test_a_rejected_command_draws_nothing_and_moves_no_counter(app, monkeypatch):
+    """The room's counter of random calls does not move for a refused command."""
     room = app.create_room(committed_layout())["room"]
-    ports: list[Derived] = []
+    dealt(app, room)
+    ports: list[Any] = []
     made = fairness.port
 
     def counting(state: Any, version: int) -> Any:
         port = made(state, version)
-        ports.append(port)  # type: ignore[arg-type]
+        ports.append(port)
         return port
 
     monkeypatch.setattr("dune_ledger.application.rooms.port", counting)
     for seat, command in [("harkonnen", {"type": "begin_search", "card": BOX}),
                           ("richese", {"type": "discard", "card": "stunner"}),
-                          ("richese", {"type": "select_card", "search": "e2", "card": "x"})]:
+                          ("richese", {"type": "select_card", "search": "e2", "card": "x"}),
+                          ("emperor", {"type": "seed_reveal", "value": "late"})]:
         assert not app.execute(room, seat, command)["ok"]
-    assert ports and all(p.calls == 0 for p in ports)
-    ok(app, room, "emperor", {"type": "draw"})
-    assert ports[-1].calls == 1  # and an accepted draw does draw
+    assert ports and all(p.calls == 1 for p in ports)  # the deal's shuffle was call 0
+    assert app.load(room).state.fairness.calls == 1
+    ok(app, room, "richese", {"type": "begin_search", "card": BOX})
+    search = app.seat_view(room, "richese")["nullentropy"]["search"]
+    chosen = ok(app, room, "richese", {"type": "select_card", "search": search["event"],
+                                       "card": search["cards"][0]["id"]})
+    shuffled = [e for e in chosen["events"] if e["type"] == "PileShuffled"]
+    assert shuffled[0]["rng"]["n"] == 1 and app.load(room).state.fairness.calls == 2
 
 
 def test_the_end_publishes_the_secret_refuses_later_commands_and_is_idempotent(app):
@@ -270,13 +294,18 @@ def ended(app):
 def test_a_real_transcript_verifies(ended):
     app, room, data = ended
     report = verify(data, key_of(app))
-    assert report == {"ok": True, "room": room, "events": len(data.splitlines()),
-                      "checks": dict.fromkeys(report["checks"], True), "first_failure": None}
-    assert set(report["checks"]) == {"chain_intact", "signatures", "commitment", "seeds",
-                                     "shuffles", "draws", "replay"}
+    unsigned = {"key": None, "signed": 0, "autopilot": 0}
+    assert report == {"ok": True, "room": room, "algorithm": ALGORITHM_V2,
+                      "events": len(data.splitlines()),
+                      "checks": dict.fromkeys(report["checks"], True), "first_failure": None,
+                      "seats": {s: {**unsigned, "unsigned": row["unsigned"]} for s, row in
+                                report["seats"].items()}}
+    assert set(report["checks"]) == {"chain_intact", "signatures", "commitment", "ceremony",
+                                     "seat_signatures", "shuffles", "draws", "commands",
+                                     "replay"}
     types = [orjson.loads(line)["type"] for line in data.splitlines()]
-    assert {"DeckShuffled", "PileShuffled", "DiscardReshuffled", "SeatSeedSet",
-            "RoomEnded"} <= set(types)
+    assert {"DeckShuffled", "PileShuffled", "DiscardReshuffled", "SeedCommitted",
+            "RevealBegan", "SeedRevealed", "Dealt", "RoomEnded"} <= set(types)
 
 
 def lines_of(data: bytes) -> list[dict[str, Any]]:
@@ -358,15 +387,15 @@ def test_a_secret_that_does_not_match_the_commitment_fails_it(ended):
     assert report["checks"]["shuffles"] is False  # nothing derived under that secret
 
 
-def test_a_changed_seed_fails_the_seeds_check(ended):
+def test_a_changed_seed_fails_the_ceremony_check(ended):
     app, _, data = ended
 
     def other(fact: dict[str, Any]) -> None:
         fact["value"] = "a seed nobody set"
 
-    forged = resigned(edited(data, "SeatSeedSet", other), app.key_file)
+    forged = resigned(edited(data, "SeedRevealed", other), app.key_file)
     report = verify(forged, key_of(app))
-    assert failure(report) == ("seeds", version_of(data, "DeckShuffled"))
+    assert failure(report) == ("ceremony", version_of(data, "SeedRevealed"))
 
 
 def test_an_edit_without_the_key_fails_the_chain_and_a_foreign_key_the_signatures(
@@ -470,6 +499,7 @@ def test_no_outbound_path_carries_the_secret_before_the_end(tmp_path, capfd):
         problems = leaks.scan_room(app, room)
         for seat in ("richese", "emperor", "harkonnen"):
             for command in ({"type": "seed", "value": seat}, {"type": "draw"},
+                            {"type": "seed_reveal", "value": seat},
                             {"type": "seed", "value": "x" * 65}):
                 before = leaks.true_state(app, room)
                 result = app.execute(room, seat, command)
@@ -531,6 +561,10 @@ def test_http_ends_a_room_once_and_serves_its_transcript_to_its_tokens(tmp_path)
         room = created["room"]
         seat = {"Authorization": f"Bearer {created['seats']['emperor']}"}
         spectator = {"Authorization": f"Bearer {created['spectator']}"}
+        assert client.post(f"/rooms/{room}/commands", json={"type": "deal"},
+                           headers=seat).status_code == 403
+        assert client.post(f"/rooms/{room}/commands", json={"type": "deal"},
+                           headers=operator).json()["ok"]
         assert client.post(f"/rooms/{room}/commands", json={"type": "draw"},
                            headers=seat).json()["ok"]
         assert client.post(f"/rooms/{room}/end", headers=seat).status_code == 403
@@ -600,6 +634,9 @@ def test_the_cli_ends_a_room_prints_its_transcript_and_verifies_it(tmp_path):
     layout_file = tmp_path / "layout.json"
     layout_file.write_text(json.dumps(committed_layout()))
     room = json.loads(cli("room", "create", str(layout_file)).stdout)["room"]
+    refused = cli("room", "command", room, "--as", "emperor", '{"type": "draw"}')
+    assert refused.returncode == 1 and "not_dealt" in refused.stdout
+    assert cli("room", "command", room, "--operator", '{"type": "deal"}').returncode == 0
     assert cli("room", "command", room, "--as", "emperor", '{"type": "draw"}').returncode == 0
     early = cli("room", "transcript", room)
     assert early.returncode == 1 and "room_not_ended" in early.stdout
@@ -623,7 +660,8 @@ def test_the_cli_ends_a_room_prints_its_transcript_and_verifies_it(tmp_path):
     assert "Traceback" not in failed.stderr
     path.write_text("not json\n")
     bad = cli("verify", str(path))
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert json.loads(bad.stdout)["first_failure"]["check"] == "malformed"
     assert cli("verify", str(path), "--key", "nope").returncode == 2
 
 
@@ -634,6 +672,7 @@ def test_an_ended_room_has_no_window_deadline_due(app):
     raw = example("ambassador")
     del raw["seed"]
     room = app.create_room(raw)["room"]
+    dealt(app, room)
     entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
                                          "via": "shipment"})
     offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")
@@ -645,21 +684,25 @@ def test_an_ended_room_has_no_window_deadline_due(app):
     data = transcript(app, room)
     report = verify(data, key_of(app))
     assert report["ok"], report
-    # The Ambassador purchase drew from a deck shuffled late, under the derivation.
+    # The Ambassador purchase drew from the deck shuffled at the deal.
     assert "DeckShuffled" in {line["type"] for line in lines_of(data)}
 
 
-def test_ambassador_cohorts_are_derived_at_creation_and_when_drawn_anew(app):
-    """A cohort drawn at creation (RoomCreated's `rng`, version 1) and one drawn anew
-    when the last of five is spent (AmbassadorCohortDrawn) verify like the shuffles."""
+def test_ambassador_cohorts_are_derived_at_the_deal_and_when_drawn_anew(app):
+    """A cohort left to chance is drawn at the deal, after the deck (call 1), not at
+    creation (RULES 9.4); one drawn anew when the last of five is spent
+    (AmbassadorCohortDrawn) verifies like the shuffles."""
     raw = example("ambassador")
     del raw["seed"]
     raw["ambassadors"] = {"placed": [{"token": "richese", "territory": "arrakeen"}]}
     created = app.create_room(raw)["room"]
     first = lines_of(b"".join(export_lines(app, created)))[0]
     fact = orjson.loads(first["payload"])["fact"]
-    assert fact["rng"]["version"] == 1 and fact["rng"]["call"] == 0
-    assert len(fact["state"]["ambassadors"]["cohort"]) == 5
+    assert "rng" not in fact and fact["state"]["ambassadors"]["cohort"] == []
+    deal = dealt(app, created)
+    drawn = [e for e in deal["events"] if e["type"] == "AmbassadorCohortDrawn"]
+    assert drawn[0]["count"] == 5 and drawn[0]["rng"]["n"] == 1
+    assert len(app.load(created).state.ambassadors.cohort) == 5
     assert app.end_room(created)["ok"]
     assert verify(transcript(app, created), key_of(app))["ok"]
 
@@ -707,14 +750,15 @@ def test_committed_rooms_differing_in_their_secret_show_the_same_public_record()
     view and each seat's view of other seats are the same for two secrets (the
     commitment aside, which is the secret's public hash)."""
     from dune_ledger.domain import views
-    from dune_ledger.domain.game import parse_command
+    from dune_ledger.domain.game import parse_command, parse_operator_command
     from dune_ledger.domain.rules import decide
     from tests.support import state_of
 
-    script = [("emperor", {"type": "seed", "value": "a"}), ("emperor", {"type": "draw"}),
+    script = [("emperor", {"type": "seed_commit"}), ("operator", {"type": "deal"}),
+              ("emperor", {"type": "seed_reveal", "value": "a"}),
+              ("emperor", {"type": "draw"}),
               ("harkonnen", {"type": "draw"}), ("richese", {"type": "begin_search",
                                                             "card": BOX}),
-              ("harkonnen", {"type": "seed", "value": "b"}),
               ("richese", {"type": "select_card", "card": "baliset"}),
               ("emperor", {"type": "draw"})]
     seen, decks = [], []
@@ -725,7 +769,10 @@ def test_committed_rooms_differing_in_their_secret_show_the_same_public_record()
             if command["type"] == "select_card":
                 assert state.search is not None
                 command = {**command, "search": state.search.event}
-            tx = decide(state, actor, parse_command(command),
+            if command["type"] == "seed_commit":
+                command = {**command, "hash": seed_commitment(state.room, actor, "a")}
+            parse = parse_operator_command if actor == "operator" else parse_command
+            tx = decide(state, actor, parse(command),
                         fairness.port(state, state.version + 1))
             state = tx.state
             log += [(e.type, e.public()) for e in tx.events]
@@ -740,6 +787,7 @@ def test_committed_rooms_differing_in_their_secret_show_the_same_public_record()
 
 def test_the_operator_may_end_a_room_during_a_search(app):
     room = app.create_room(committed_layout())["room"]
+    dealt(app, room)
     ok(app, room, "richese", {"type": "begin_search", "card": BOX})
     assert app.end_room(room)["ok"]
     search = app.load(room).state.search
@@ -750,15 +798,17 @@ def test_the_operator_may_end_a_room_during_a_search(app):
     assert verify(transcript(app, room), key_of(app))["ok"]
 
 
-def test_a_question_awaiting_its_answer_lets_seeds_be_set_and_the_room_end(app: Any) -> None:
-    """Answer-first holds the game, not seat control: a seat may set its seed at any time
-    before the end, and the operator may end the room (RULES 9)."""
+def test_a_question_awaiting_its_answer_lets_a_key_be_registered_and_the_room_end(
+        app: Any) -> None:
+    """Answer-first holds the game, not seat control: a seat may register its key at any
+    time before the end, and the operator may end the room (RULES 9)."""
     raw = committed_layout()
     raw["seats"][1]["hand"] = ["karama-1", "truthtrance-1"]
     room = app.create_room(raw)["room"]
+    dealt(app, room)
     ok(app, room, "emperor", {"type": "ask_truthtrance", "card": "truthtrance-1",
                               "target": "richese", "question": "Will you search?"})
     assert app.execute(room, "harkonnen", {"type": "draw"})["error"]["code"] == \
         "truthtrance_pending"
-    ok(app, room, "harkonnen", {"type": "seed", "value": "while it waits"})
+    ok(app, room, "harkonnen", {"type": "seat_key", "public_key": SeatKey().public})
     assert app.end_room(room, "end-1")["ok"]

@@ -237,7 +237,7 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /** Action */
-        Action: components["schemas"]["ActionBeginSearch"] | components["schemas"]["ActionSelectCard"] | components["schemas"]["ActionSetAutopilot"] | components["schemas"]["ActionDiscard"] | components["schemas"]["ActionDraw"] | components["schemas"]["ActionDistrans"] | components["schemas"]["ActionOfferGift"] | components["schemas"]["ActionAnswerGift"] | components["schemas"]["ActionAskTruthtrance"] | components["schemas"]["ActionAnswerTruthtrance"] | components["schemas"]["ActionEnterTerritory"] | components["schemas"]["ActionAmbassadorDecide"] | components["schemas"]["ActionAmbassadorCopy"] | components["schemas"]["ActionRespond"] | components["schemas"]["ActionSemuta"] | components["schemas"]["ActionGuildStop"] | components["schemas"]["ActionSetSeed"];
+        Action: components["schemas"]["ActionBeginSearch"] | components["schemas"]["ActionSelectCard"] | components["schemas"]["ActionSetAutopilot"] | components["schemas"]["ActionDiscard"] | components["schemas"]["ActionDraw"] | components["schemas"]["ActionDistrans"] | components["schemas"]["ActionOfferGift"] | components["schemas"]["ActionAnswerGift"] | components["schemas"]["ActionAskTruthtrance"] | components["schemas"]["ActionAnswerTruthtrance"] | components["schemas"]["ActionEnterTerritory"] | components["schemas"]["ActionAmbassadorDecide"] | components["schemas"]["ActionAmbassadorCopy"] | components["schemas"]["ActionRespond"] | components["schemas"]["ActionSemuta"] | components["schemas"]["ActionGuildStop"] | components["schemas"]["ActionSetSeed"] | components["schemas"]["ActionRegisterSeatKey"] | components["schemas"]["ActionCommitSeed"] | components["schemas"]["ActionRevealSeed"];
         /** ActionAmbassadorCopy */
         ActionAmbassadorCopy: {
             /**
@@ -322,6 +322,17 @@ export interface components {
             /** Card */
             card: string;
         };
+        /** ActionCommitSeed */
+        ActionCommitSeed: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "seed_commit";
+            /** Hash */
+            hash?: string;
+            free?: components["schemas"]["CommitSeedFree"];
+        };
         /** ActionDiscard */
         ActionDiscard: {
             /**
@@ -399,6 +410,17 @@ export interface components {
              */
             to: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
         };
+        /** ActionRegisterSeatKey */
+        ActionRegisterSeatKey: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "seat_key";
+            /** Public Key */
+            public_key?: string;
+            free?: components["schemas"]["RegisterSeatKeyFree"];
+        };
         /** ActionRespond */
         ActionRespond: {
             /**
@@ -415,6 +437,17 @@ export interface components {
             action: "pass" | "karama";
             /** Card */
             card?: string | null;
+        };
+        /** ActionRevealSeed */
+        ActionRevealSeed: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "seed_reveal";
+            /** Value */
+            value?: string;
+            free?: components["schemas"]["RevealSeedFree"];
         };
         /** ActionSelectCard */
         ActionSelectCard: {
@@ -578,6 +611,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -651,6 +686,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -970,6 +1007,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -986,6 +1025,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1011,6 +1052,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1087,6 +1130,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1332,6 +1377,29 @@ export interface components {
             events: components["schemas"]["PublicEvent"][];
         };
         /**
+         * CommitSeed
+         * @description A seat's commitment (RULES 9.4): sha256 of `dune-ledger:seed:{room}:{faction}:{value}`.
+         */
+        CommitSeed: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "seed_commit";
+            /** Hash */
+            hash: string;
+        };
+        /** CommitSeedFree */
+        CommitSeedFree: {
+            hash?: components["schemas"]["FreeText"];
+        };
+        /**
          * Commitment
          * @description A committed room's public commitment (RULES 9.2).
          */
@@ -1390,6 +1458,65 @@ export interface components {
              * @description the room's spectator token (GET .../public)
              */
             spectator: string;
+        };
+        /**
+         * Deal
+         * @description The operator moves a stalled ceremony on (RULES 9.4).
+         */
+        Deal: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "deal";
+        };
+        /** Dealt */
+        Dealt: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "Dealt";
+            /** Version */
+            version: number;
+            /** Seeds */
+            seeds: {
+                [key: string]: string | null;
+            };
+            /** Withheld */
+            withheld: string[];
+            /** Mix */
+            mix: string;
+        };
+        /** DealtEntry */
+        DealtEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "Dealt";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seeds */
+            seeds: {
+                [key: string]: string | null;
+            };
+            /** Withheld */
+            withheld: string[];
+            /** Mix */
+            mix: string;
         };
         /**
          * Decision
@@ -1455,6 +1582,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1507,6 +1636,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1528,6 +1659,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1589,6 +1722,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1601,6 +1736,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -1662,8 +1799,22 @@ export interface components {
             algorithm: string | null;
             /** Commitment */
             commitment: string | null;
+            /** Stage */
+            stage: ("commit" | "reveal" | "dealt") | null;
+            /** Commitments */
+            commitments: {
+                [key: string]: string | null;
+            };
             /** Seeds */
             seeds: {
+                [key: string]: string | null;
+            };
+            /** Withheld */
+            withheld: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            /** Mix */
+            mix: string | null;
+            /** Keys */
+            keys: {
                 [key: string]: string | null;
             };
             /** Secret */
@@ -1913,6 +2064,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -2043,7 +2196,7 @@ export interface components {
             control?: components["schemas"]["Control"] | null;
         };
         /** LogEntry */
-        LogEntry: components["schemas"]["AmbassadorCohortDrawnEntry"] | components["schemas"]["AmbassadorCopiedEntry"] | components["schemas"]["AmbassadorCopyOfferedEntry"] | components["schemas"]["AmbassadorDeclinedEntry"] | components["schemas"]["AmbassadorEntryClosedEntry"] | components["schemas"]["AmbassadorNoEffectEntry"] | components["schemas"]["AmbassadorOfferedEntry"] | components["schemas"]["AmbassadorTriggeredEntry"] | components["schemas"]["AutopilotSetEntry"] | components["schemas"]["BoxDiscardedEntry"] | components["schemas"]["CardDiscardedEntry"] | components["schemas"]["CardDrawnEntry"] | components["schemas"]["CardGivenEntry"] | components["schemas"]["CardRetrievedEntry"] | components["schemas"]["DeckShuffledEntry"] | components["schemas"]["DiscardReshuffledEntry"] | components["schemas"]["EmperorIncomePaidEntry"] | components["schemas"]["FeePaidEntry"] | components["schemas"]["GiftAcceptedEntry"] | components["schemas"]["GiftDeclinedEntry"] | components["schemas"]["GiftOfferedEntry"] | components["schemas"]["HarkonnenBonusResolvedEntry"] | components["schemas"]["PileShuffledEntry"] | components["schemas"]["PromiseFulfilledEntry"] | components["schemas"]["PurchasePaidEntry"] | components["schemas"]["ReceiptAdvancedEntry"] | components["schemas"]["ReceiptStagedEntry"] | components["schemas"]["ResponseCancelledEntry"] | components["schemas"]["ResponseDeadlinePassedEntry"] | components["schemas"]["ResponsePassedEntry"] | components["schemas"]["ResponseWindowClosedEntry"] | components["schemas"]["ResponseWindowOpenedEntry"] | components["schemas"]["RoomCreatedEntry"] | components["schemas"]["RoomEndedEntry"] | components["schemas"]["SearchClosedEntry"] | components["schemas"]["SearchOpenedEntry"] | components["schemas"]["SeatSeedSetEntry"] | components["schemas"]["SeatTokenReissuedEntry"] | components["schemas"]["SemutaPassedEntry"] | components["schemas"]["SemutaReactionQueuedEntry"] | components["schemas"]["SemutaTakenEntry"] | components["schemas"]["SemutaWindowClosedEntry"] | components["schemas"]["SemutaWindowOpenedEntry"] | components["schemas"]["ShipmentStoppedEntry"] | components["schemas"]["ShippingCostRefundedEntry"] | components["schemas"]["TerritoryEnteredEntry"] | components["schemas"]["TruthtranceAnsweredEntry"] | components["schemas"]["TruthtranceAskedEntry"] | components["schemas"]["WormResumedEntry"];
+        LogEntry: components["schemas"]["AmbassadorCohortDrawnEntry"] | components["schemas"]["AmbassadorCopiedEntry"] | components["schemas"]["AmbassadorCopyOfferedEntry"] | components["schemas"]["AmbassadorDeclinedEntry"] | components["schemas"]["AmbassadorEntryClosedEntry"] | components["schemas"]["AmbassadorNoEffectEntry"] | components["schemas"]["AmbassadorOfferedEntry"] | components["schemas"]["AmbassadorTriggeredEntry"] | components["schemas"]["AutopilotSetEntry"] | components["schemas"]["BoxDiscardedEntry"] | components["schemas"]["CardDiscardedEntry"] | components["schemas"]["CardDrawnEntry"] | components["schemas"]["CardGivenEntry"] | components["schemas"]["CardRetrievedEntry"] | components["schemas"]["DealtEntry"] | components["schemas"]["DeckShuffledEntry"] | components["schemas"]["DiscardReshuffledEntry"] | components["schemas"]["EmperorIncomePaidEntry"] | components["schemas"]["FeePaidEntry"] | components["schemas"]["GiftAcceptedEntry"] | components["schemas"]["GiftDeclinedEntry"] | components["schemas"]["GiftOfferedEntry"] | components["schemas"]["HarkonnenBonusResolvedEntry"] | components["schemas"]["PileShuffledEntry"] | components["schemas"]["PromiseFulfilledEntry"] | components["schemas"]["PurchasePaidEntry"] | components["schemas"]["ReceiptAdvancedEntry"] | components["schemas"]["ReceiptStagedEntry"] | components["schemas"]["ResponseCancelledEntry"] | components["schemas"]["ResponseDeadlinePassedEntry"] | components["schemas"]["ResponsePassedEntry"] | components["schemas"]["ResponseWindowClosedEntry"] | components["schemas"]["ResponseWindowOpenedEntry"] | components["schemas"]["RevealBeganEntry"] | components["schemas"]["RoomCreatedEntry"] | components["schemas"]["RoomEndedEntry"] | components["schemas"]["SearchClosedEntry"] | components["schemas"]["SearchOpenedEntry"] | components["schemas"]["SeatKeyRegisteredEntry"] | components["schemas"]["SeatSeedSetEntry"] | components["schemas"]["SeatTokenReissuedEntry"] | components["schemas"]["SeedCommittedEntry"] | components["schemas"]["SeedRevealedEntry"] | components["schemas"]["SemutaPassedEntry"] | components["schemas"]["SemutaReactionQueuedEntry"] | components["schemas"]["SemutaTakenEntry"] | components["schemas"]["SemutaWindowClosedEntry"] | components["schemas"]["SemutaWindowOpenedEntry"] | components["schemas"]["ShipmentStoppedEntry"] | components["schemas"]["ShippingCostRefundedEntry"] | components["schemas"]["TerritoryEnteredEntry"] | components["schemas"]["TruthtranceAnsweredEntry"] | components["schemas"]["TruthtranceAskedEntry"] | components["schemas"]["WormResumedEntry"];
         /** Me */
         Me: {
             /**
@@ -2084,6 +2237,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -2198,7 +2353,7 @@ export interface components {
             box: string;
         };
         /** PublicEvent */
-        PublicEvent: components["schemas"]["AmbassadorCohortDrawn"] | components["schemas"]["AmbassadorCopied"] | components["schemas"]["AmbassadorCopyOffered"] | components["schemas"]["AmbassadorDeclined"] | components["schemas"]["AmbassadorEntryClosed"] | components["schemas"]["AmbassadorNoEffect"] | components["schemas"]["AmbassadorOffered"] | components["schemas"]["AmbassadorTriggered"] | components["schemas"]["AutopilotSet"] | components["schemas"]["BoxDiscarded"] | components["schemas"]["CardDiscarded"] | components["schemas"]["CardDrawn"] | components["schemas"]["CardGiven"] | components["schemas"]["CardRetrieved"] | components["schemas"]["DeckShuffled"] | components["schemas"]["DiscardReshuffled"] | components["schemas"]["EmperorIncomePaid"] | components["schemas"]["FeePaid"] | components["schemas"]["GiftAccepted"] | components["schemas"]["GiftDeclined"] | components["schemas"]["GiftOffered"] | components["schemas"]["HarkonnenBonusResolved"] | components["schemas"]["PileShuffled"] | components["schemas"]["PromiseFulfilled"] | components["schemas"]["PurchasePaid"] | components["schemas"]["ReceiptAdvanced"] | components["schemas"]["ReceiptStaged"] | components["schemas"]["ResponseCancelled"] | components["schemas"]["ResponseDeadlinePassed"] | components["schemas"]["ResponsePassed"] | components["schemas"]["ResponseWindowClosed"] | components["schemas"]["ResponseWindowOpened"] | components["schemas"]["RoomCreated"] | components["schemas"]["RoomEnded"] | components["schemas"]["SearchClosed"] | components["schemas"]["SearchOpened"] | components["schemas"]["SeatSeedSet"] | components["schemas"]["SeatTokenReissued"] | components["schemas"]["SemutaPassed"] | components["schemas"]["SemutaReactionQueued"] | components["schemas"]["SemutaTaken"] | components["schemas"]["SemutaWindowClosed"] | components["schemas"]["SemutaWindowOpened"] | components["schemas"]["ShipmentStopped"] | components["schemas"]["ShippingCostRefunded"] | components["schemas"]["TerritoryEntered"] | components["schemas"]["TruthtranceAnswered"] | components["schemas"]["TruthtranceAsked"] | components["schemas"]["WormResumed"];
+        PublicEvent: components["schemas"]["AmbassadorCohortDrawn"] | components["schemas"]["AmbassadorCopied"] | components["schemas"]["AmbassadorCopyOffered"] | components["schemas"]["AmbassadorDeclined"] | components["schemas"]["AmbassadorEntryClosed"] | components["schemas"]["AmbassadorNoEffect"] | components["schemas"]["AmbassadorOffered"] | components["schemas"]["AmbassadorTriggered"] | components["schemas"]["AutopilotSet"] | components["schemas"]["BoxDiscarded"] | components["schemas"]["CardDiscarded"] | components["schemas"]["CardDrawn"] | components["schemas"]["CardGiven"] | components["schemas"]["CardRetrieved"] | components["schemas"]["Dealt"] | components["schemas"]["DeckShuffled"] | components["schemas"]["DiscardReshuffled"] | components["schemas"]["EmperorIncomePaid"] | components["schemas"]["FeePaid"] | components["schemas"]["GiftAccepted"] | components["schemas"]["GiftDeclined"] | components["schemas"]["GiftOffered"] | components["schemas"]["HarkonnenBonusResolved"] | components["schemas"]["PileShuffled"] | components["schemas"]["PromiseFulfilled"] | components["schemas"]["PurchasePaid"] | components["schemas"]["ReceiptAdvanced"] | components["schemas"]["ReceiptStaged"] | components["schemas"]["ResponseCancelled"] | components["schemas"]["ResponseDeadlinePassed"] | components["schemas"]["ResponsePassed"] | components["schemas"]["ResponseWindowClosed"] | components["schemas"]["ResponseWindowOpened"] | components["schemas"]["RevealBegan"] | components["schemas"]["RoomCreated"] | components["schemas"]["RoomEnded"] | components["schemas"]["SearchClosed"] | components["schemas"]["SearchOpened"] | components["schemas"]["SeatKeyRegistered"] | components["schemas"]["SeatSeedSet"] | components["schemas"]["SeatTokenReissued"] | components["schemas"]["SeedCommitted"] | components["schemas"]["SeedRevealed"] | components["schemas"]["SemutaPassed"] | components["schemas"]["SemutaReactionQueued"] | components["schemas"]["SemutaTaken"] | components["schemas"]["SemutaWindowClosed"] | components["schemas"]["SemutaWindowOpened"] | components["schemas"]["ShipmentStopped"] | components["schemas"]["ShippingCostRefunded"] | components["schemas"]["TerritoryEntered"] | components["schemas"]["TruthtranceAnswered"] | components["schemas"]["TruthtranceAsked"] | components["schemas"]["WormResumed"];
         /**
          * PublicKey
          * @description The server's public signing key (INTERFACE "Audit"), as `keys show` prints it.
@@ -2408,6 +2563,29 @@ export interface components {
             /** Stage */
             stage: string;
         };
+        /**
+         * RegisterSeatKey
+         * @description A seat's Ed25519 public key (RULES 9.3): the standard base64 of its raw 32 bytes.
+         */
+        RegisterSeatKey: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "seat_key";
+            /** Public Key */
+            public_key: string;
+        };
+        /** RegisterSeatKeyFree */
+        RegisterSeatKeyFree: {
+            public_key?: components["schemas"]["FreeText"];
+        };
         /** ReservationLayout */
         ReservationLayout: {
             /**
@@ -2428,6 +2606,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -2676,15 +2856,71 @@ export interface components {
             /** Amount */
             amount?: number;
         };
-        /**
-         * RngShown
-         * @description An outcome's public `rng` (RULES 9.5).
-         */
-        RngShown: {
+        /** RevealBegan */
+        RevealBegan: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "RevealBegan";
             /** Version */
             version: number;
+            /** Committed */
+            committed: string[];
+        };
+        /** RevealBeganEntry */
+        RevealBeganEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "RevealBegan";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Committed */
+            committed: string[];
+        };
+        /**
+         * RevealSeed
+         * @description A seat's seed, revealed (RULES 9.4): it must hash to its commitment.
+         */
+        RevealSeed: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "seed_reveal";
+            /** Value */
+            value: string;
+        };
+        /** RevealSeedFree */
+        RevealSeedFree: {
+            value?: components["schemas"]["FreeText"];
+        };
+        /**
+         * RngShown
+         * @description An outcome's public `rng` (RULES 9.5): `n` and `mix` (v2), or `version`, `call`
+         *     and `mix` (a v1 room's).
+         */
+        RngShown: {
+            /** N */
+            n?: number | null;
+            /** Version */
+            version?: number | null;
             /** Call */
-            call: number;
+            call?: number | null;
             /** Mix */
             mix: string;
         };
@@ -2903,6 +3139,40 @@ export interface components {
             /** Box */
             box: string;
         };
+        /** SeatKeyRegistered */
+        SeatKeyRegistered: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SeatKeyRegistered";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+            /** Public Key */
+            public_key: string;
+        };
+        /** SeatKeyRegisteredEntry */
+        SeatKeyRegisteredEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SeatKeyRegistered";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+            /** Public Key */
+            public_key: string;
+        };
         /** SeatLayout */
         SeatLayout: {
             /**
@@ -2965,6 +3235,8 @@ export interface components {
             version: number;
             /** Seat */
             seat: string;
+            /** Key Cleared */
+            key_cleared?: boolean;
         };
         /** SeatTokenReissuedEntry */
         SeatTokenReissuedEntry: {
@@ -2983,6 +3255,8 @@ export interface components {
             text: string;
             /** Seat */
             seat: string;
+            /** Key Cleared */
+            key_cleared?: boolean;
         };
         /** SeatView */
         SeatView: {
@@ -3024,12 +3298,82 @@ export interface components {
             /** Actions */
             actions: components["schemas"]["Action"][];
         };
+        /** SeedCommitted */
+        SeedCommitted: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SeedCommitted";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+            /** Hash */
+            hash: string;
+        };
+        /** SeedCommittedEntry */
+        SeedCommittedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SeedCommitted";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+            /** Hash */
+            hash: string;
+        };
+        /** SeedRevealed */
+        SeedRevealed: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SeedRevealed";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+            /** Value */
+            value: string;
+        };
+        /** SeedRevealedEntry */
+        SeedRevealedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SeedRevealed";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+            /** Value */
+            value: string;
+        };
         /** SelectCard */
         SelectCard: {
             /** Command Id */
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -3046,6 +3390,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -3296,6 +3642,8 @@ export interface components {
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -3312,13 +3660,15 @@ export interface components {
         };
         /**
          * SetSeed
-         * @description A seat's seed (RULES 9): 1 to 64 printable ASCII characters, public.
+         * @description A seat's seed in a v1 room (RULES 9, v1): 1 to 64 printable ASCII characters.
          */
         SetSeed: {
             /** Command Id */
             command_id?: string | null;
             /** Expected Version */
             expected_version?: number | null;
+            /** Sig */
+            sig?: string | null;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -3630,9 +3980,9 @@ export interface components {
             /** Territory */
             territory: string;
         };
-        SeatCommand: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"];
-        OperatorCommand: components["schemas"]["EndRoom"];
-        Command: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"] | components["schemas"]["EndRoom"];
+        SeatCommand: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"] | components["schemas"]["RegisterSeatKey"] | components["schemas"]["CommitSeed"] | components["schemas"]["RevealSeed"];
+        OperatorCommand: components["schemas"]["Deal"] | components["schemas"]["EndRoom"];
+        Command: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"] | components["schemas"]["RegisterSeatKey"] | components["schemas"]["CommitSeed"] | components["schemas"]["RevealSeed"] | components["schemas"]["Deal"] | components["schemas"]["EndRoom"];
     };
     responses: never;
     parameters: never;

@@ -1,0 +1,67 @@
+"""Seat signatures (RULES 9.3): once a seat has registered a key, nothing is accepted in
+its name without its Ed25519 signature over the canonical JSON of
+`{"room", "seat", "command"}`, the command as sent without its `sig`.
+
+Verified with PyNaCl: 86 µs a signature here against `cryptography`'s 137 µs (key
+loaded once, 2,000 verifications each, on this 2-core machine under load).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
+
+from dune_ledger.domain.game import Rejection, RoomState
+
+# Who caused an append (RULES 9.3), recorded beside the command as received.
+BY = ("seat", "autopilot", "system", "operator")
+
+
+def signed_text(room: str, seat: str, command: dict[str, Any]) -> bytes:
+    """What a seat signs: canonical JSON (sorted keys, no spaces, ASCII)."""
+    bare = {k: v for k, v in command.items() if k != "sig"}
+    return json.dumps({"room": room, "seat": seat, "command": bare}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def valid(public_key: str, signature: Any, message: bytes) -> bool:
+    if not isinstance(signature, str):
+        return False
+    try:
+        key = VerifyKey(base64.b64decode(public_key, validate=True))
+        key.verify(message, base64.b64decode(signature, validate=True))
+        return True
+    except (BadSignatureError, binascii.Error, ValueError, TypeError):
+        return False
+
+
+def key_of(state: RoomState, seat: str) -> str | None:
+    f = state.fairness
+    return None if f is None or not f.keys else f.keys.get(seat)
+
+
+def check(state: RoomState, seat: str, raw: Any, by: str) -> None:
+    """Refuse a command in a keyed seat's name that its key did not sign; the autopilot
+    acts for such a seat only once the seat turned it on (a signed command)."""
+    key = key_of(state, seat) if by in ("seat", "autopilot") else None
+    if key is None:
+        return
+    if by == "autopilot":
+        if state.seat(seat).autopilot is None:
+            raise Rejection("signature_required", "this seat has a key and has not turned "
+                            "autopilot on: the autopilot cannot act for it")
+        return
+    if not isinstance(raw, dict) or "sig" not in raw:
+        raise Rejection("signature_required", "this seat has registered a key: every "
+                        "command in its name carries `sig`, its signature (RULES 9.3)")
+    if not isinstance(raw.get("command_id"), str):
+        raise Rejection("signature_required", "a signed command holds a `command_id` the "
+                        "seat has not used before in this room")
+    if not valid(key, raw["sig"], signed_text(state.room, seat, raw)):
+        raise Rejection("bad_signature", "`sig` is not this seat's key's signature of "
+                        "this command")
