@@ -124,7 +124,11 @@ def test_the_ceremony_a_game_the_end_and_the_check_in_the_browser(
     # seat is played without a page (no key, no seed).
     richese = Seat(browser, server, room, "richese", tokens["richese"])
     emperor = Seat(browser, server, room, "emperor", tokens["emperor"])
-    fair = until(lambda: (f := public(server, room, spectator)["fairness"])["commitments"]["richese"]
+    def fairness() -> dict[str, Any]:
+        shown: dict[str, Any] = public(server, room, spectator)["fairness"]
+        return shown
+
+    fair = until(lambda: (f := fairness())["commitments"]["richese"]
                  and f["commitments"]["emperor"] and f)
     assert fair["stage"] == "commit" and fair["commitments"]["harkonnen"] is None
     for seat in (richese, emperor):
@@ -158,7 +162,7 @@ def test_the_ceremony_a_game_the_end_and_the_check_in_the_browser(
     assert "Starts the reveal stage now" in says and "Harkonnen" in says
     at_each_width(host, "fair", "host-deal")
     host.get_by_role("button", name="Yes, deal").click()
-    fair = until(lambda: (f := public(server, room, spectator)["fairness"])["stage"] == "dealt" and f)
+    fair = until(lambda: (f := fairness())["stage"] == "dealt" and f)
     assert fair["withheld"] == [] and fair["mix"]
     assert fair["seeds"] == {"richese": secret_seeds["richese"],
                              "emperor": secret_seeds["emperor"], "harkonnen": None}
