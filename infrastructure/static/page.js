@@ -24,6 +24,7 @@
     truthtrance_pending: 'a Truthtrance question must be answered first',
     not_in_hand: 'the Box is not in your hand',
     not_your_decision: 'another decision comes first',
+    not_dealt: 'the cards are not dealt yet (see Fair dealing)',
   };
 
   let token = null;
@@ -1038,9 +1039,11 @@
     return [
       h('h3', { text: 'Checked in this browser' }),
       h('p', { id: 'fair-check-result', 'data-ok': String(ok), class: ok ? 'says' : 'error-text' }, ok
-        ? 'Every check below holds: no shuffle was chosen, and nothing was done in this seat\'s name '
-          + 'without this browser\'s signature.'
-        : `The check failed: ${failed.check.replaceAll('_', ' ')}. ${failed.detail}.`),
+        ? 'Every check below holds: each shuffle is the derivation of the room\'s committed secret '
+          + 'and the seats\' seeds, and nothing was done in this seat\'s name without this '
+          + 'browser\'s signature.'
+        : `The check failed at "${failed.check.replaceAll('_', ' ')}": ${failed.detail}. Do not `
+          + 'trust this room\'s outcome: keep the transcript, and check it with dune-ledger verify.'),
       h('ul', { class: 'checks', id: 'fair-checks' }, fair.CHECKS.map(([name, what]) => {
         const result = name in done ? 'holds' : failed && failed.check === name ? 'fails' : 'not reached';
         return h('li', { 'data-check': name, 'data-result': result.replace(' ', '-') },
