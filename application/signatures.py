@@ -11,10 +11,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import secrets
 from typing import Any
 
 from nacl.exceptions import BadSignatureError
-from nacl.signing import VerifyKey
+from nacl.signing import SigningKey, VerifyKey
 
 from dune_ledger.domain.game import Rejection, RoomState
 
@@ -27,6 +28,20 @@ def signed_text(room: str, seat: str, command: dict[str, Any]) -> bytes:
     bare = {k: v for k, v in command.items() if k != "sig"}
     return json.dumps({"room": room, "seat": seat, "command": bare}, sort_keys=True,
                       separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def signed(key: SigningKey, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
+    """`command` with its `sig` by `key`: what a seat's client sends (the CLI's
+    `--seat-key`); a `command_id` is made when it has none."""
+    bare = {k: v for k, v in command.items() if k != "sig"}
+    bare.setdefault("command_id", f"{seat}-{secrets.token_hex(8)}")
+    sig = key.sign(signed_text(room, seat, bare)).signature
+    return {**bare, "sig": base64.b64encode(sig).decode()}
+
+
+def public_text(key: SigningKey) -> str:
+    """The public key as `seat_key` wants it: standard base64 of the raw 32 bytes."""
+    return base64.b64encode(bytes(key.verify_key)).decode()
 
 
 def valid(public_key: str, signature: Any, message: bytes) -> bool:

@@ -180,6 +180,19 @@ def cmd_room_command(args: argparse.Namespace) -> int:
     from dune_ledger.domain.game import OPERATOR
 
     raw = parse_json(args.command, "the command")
+    if args.seat_key is not None:
+        if args.operator:
+            raise Exit(2, "--seat-key signs a seat's command: use it with --as")
+        if not isinstance(raw, dict):
+            raise Exit(2, "the command must be a JSON object")
+        from dune_ledger.application.signatures import signed
+        from dune_ledger.infrastructure.seat_keys import SeatKeyError, read_seat_key
+
+        try:
+            key = read_seat_key(args.seat_key)
+        except SeatKeyError as e:
+            raise Exit(2, str(e)) from None
+        raw = signed(key, room_text(args.room), args.seat, raw)
     with rooms(args) as app:
         result = app.execute(args.room, OPERATOR if args.operator else args.seat, raw)
     emit(result)
@@ -437,6 +450,26 @@ def check_listen(host: str, port: int) -> None:
                           "address of this machine and --port a free port") from None
 
 
+def room_text(room: str) -> str:
+    """The room id as the views write it (what a seat signs): a UUID's canonical form."""
+    from uuid import UUID
+
+    try:
+        return str(UUID(room))
+    except ValueError:
+        return room  # the store answers unknown_room
+
+
+def cmd_seat_key_new(args: argparse.Namespace) -> int:
+    from dune_ledger.infrastructure.seat_keys import SeatKeyError, new_seat_key
+
+    try:
+        emit(new_seat_key(args.file))
+    except SeatKeyError as e:
+        raise Exit(2, str(e)) from None
+    return 0
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     from dune_ledger.infrastructure.keys import KeyFileError, init_key_file, public_key_info
 
@@ -599,6 +632,9 @@ def add_room_commands(sub: Any) -> None:
                          help=f"the acting seat: {', '.join(FACTIONS)}")
     sent_by.add_argument("--operator", action="store_true",
                          help="send one of the operator's commands (types below)")
+    cmd.add_argument("--seat-key", metavar="FILE",
+                     help="sign the command with the seat's private key (`seat-key new`); "
+                          "a seat that registered a key accepts nothing unsigned")
     cmd.add_argument("command", metavar="JSON",
                      help="the command as one JSON object (types below)")
     cmd.set_defaults(fn=cmd_room_command)
@@ -704,6 +740,17 @@ def add_service_commands(sub: Any) -> None:
     rebuild = command(psub, "rebuild", "drop and rebuild every read model from the event "
                       "log, with progress", "dune-ledger projections rebuild")
     rebuild.set_defaults(fn=cmd_projections_rebuild)
+
+    seat_key = command(sub, "seat-key", "a seat's Ed25519 key pair, to sign its commands "
+                       "(docs/fairness.md)", "dune-ledger seat-key new emperor.key")
+    sksub = seat_key.add_subparsers(dest="seat_key_cmd", metavar="ACTION", parser_class=Parser)
+    seat_key.set_defaults(fn=lambda args: usage(seat_key))
+    sknew = command(sksub, "new", "make a key pair: the private key in FILE (mode 0600), the "
+                    "public key printed as `seat_key` wants it",
+                    "dune-ledger seat-key new emperor.key")
+    sknew.add_argument("file", metavar="FILE", help="where to write the private key (never "
+                       "overwritten)")
+    sknew.set_defaults(fn=cmd_seat_key_new)
 
     keys = command(sub, "keys", "the key file: the signing key, and an optional cipher key "
                    "(docs/security.md)", "dune-ledger keys init", "dune-ledger keys show")

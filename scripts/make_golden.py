@@ -24,7 +24,6 @@ never rewrite an old one.
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import io
 import sys
@@ -39,7 +38,8 @@ from nacl.signing import SigningKey
 
 from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.application.signatures import signed_text
+from dune_ledger.application.signatures import public_text
+from dune_ledger.application.signatures import signed as sign_command
 from dune_ledger.domain.game import EVENT_TYPES, OPERATOR
 from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT
 from dune_ledger.infrastructure.keys import init_key_file
@@ -269,10 +269,8 @@ def ambassador_flows(app: RoomsApp) -> str:
 
 
 def signed(room: str, seat: str, key: SigningKey, command: dict[str, Any]) -> dict[str, Any]:
-    """A command signed by a seat's key (RULES 9.3)."""
-    bare = {"command_id": f"{seat}-{command['type']}", **command}
-    sig = key.sign(signed_text(room, seat, bare)).signature
-    return {**bare, "sig": base64.b64encode(sig).decode()}
+    """A command signed by a seat's key (RULES 9.3), with a command id of its type."""
+    return sign_command(key, room, seat, {"command_id": f"{seat}-{command['type']}", **command})
 
 
 def seed_hash(room: str, seat: str, value: str) -> str:
@@ -287,8 +285,7 @@ def committed_room(app: RoomsApp) -> str:
     del raw["seed"]
     room = app.create_room(raw)["room"]
     key = SigningKey(bytes(range(32)))  # a fixed key: the corpus is the same each time
-    public = base64.b64encode(bytes(key.verify_key)).decode()
-    ok(app, room, "emperor", {"type": "seat_key", "public_key": public})
+    ok(app, room, "emperor", {"type": "seat_key", "public_key": public_text(key)})
     ok(app, room, "richese", {"type": "seed_commit", "hash": seed_hash(room, "richese", "r")})
     ok(app, room, "emperor", signed(room, "emperor", key, {
         "type": "seed_commit", "hash": seed_hash(room, "emperor", "golden")}))

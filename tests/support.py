@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+import orjson
 import pytest
 
 from dune_ledger.application.rooms import RoomsApp, token_hash
@@ -170,6 +171,32 @@ def committed_layout(**overrides: Any) -> dict[str, Any]:
     return raw
 
 
+def lines_of(data: bytes) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+def resigned(lines: list[dict[str, Any]], key_file: Any) -> bytes:
+    """The lines chained and signed again with the server's own key: a dishonest server
+    can sign whatever it likes, so only the derivation can catch it."""
+    from dune_ledger.application.stream import APPEND, chain_hash
+    from dune_ledger.infrastructure.keys import Keys
+
+    keys = Keys(key_file)
+    head = "0" * 64
+    out = []
+    for i, line in enumerate(lines):
+        payload = orjson.loads(line["payload"])
+        payload["prev"] = head
+        text = orjson.dumps(payload).decode()
+        digest = chain_hash(line["room"], line["version"], line["type"], text.encode())
+        last = i + 1 == len(lines) or orjson.loads(lines[i + 1]["payload"])["append"] \
+            != payload["append"]
+        out.append({**line, "payload": text, "prev": head, "hash": digest,
+                    "sig": keys.sign(APPEND + digest.encode()) if last else None})
+        head = digest
+    return b"".join(orjson.dumps(line) + b"\n" for line in out)
+
+
 class SeatKey:
     """A seat's Ed25519 key pair, as a seat page or `--seat-key` holds it (RULES 9.3)."""
 
@@ -178,16 +205,12 @@ class SeatKey:
 
         self.private = SigningKey.generate()
         self.public = base64.b64encode(bytes(self.private.verify_key)).decode()
-        self.used = 0
 
     def sign(self, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
         """The command with a fresh `command_id` (unless it has one) and its `sig`."""
-        from dune_ledger.application.signatures import signed_text
+        from dune_ledger.application.signatures import signed
 
-        self.used += 1
-        bare = {"command_id": f"{seat}-{self.used}-{secrets.token_hex(4)}", **command}
-        sig = self.private.sign(signed_text(room, seat, bare)).signature
-        return {**bare, "sig": base64.b64encode(sig).decode()}
+        return signed(self.private, room, seat, command)
 
 
 def seed_commitment(room: str, seat: str, value: str) -> str:

@@ -20,6 +20,7 @@ from dune_ledger.domain.responses import WindowKind
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.worker import play_autopilots
 from tests.rules_support import BOX, layout, open_search, state_of
+from tests.support import dealt
 
 PILE = ["baliset", "karama-2", "shield-1", "maula-pistol", "lasgun"]
 # Richese holds a weapon (crysknife) and no defense.
@@ -36,6 +37,8 @@ def url(tmp_path: Path) -> str:
 def searching_room(rooms, profile: str, **changes) -> str:
     raw = layout(discard=list(PILE), **changes)
     room = rooms.create_room(raw)["room"]
+    if raw.get("seed") is None:
+        dealt(rooms, room)  # a committed room: its ceremony first (RULES 9.4)
     on = rooms.execute(room, "richese", {"type": "set_autopilot", "enabled": True,
                                          "profile": profile})
     assert on["ok"], on

@@ -12,7 +12,6 @@ from typing import Any
 import orjson
 import pytest
 
-from dune_ledger.application.stream import APPEND, chain_hash
 from dune_ledger.domain import fairness
 from dune_ledger.domain.randomness import (
     ALGORITHM_V2,
@@ -23,7 +22,7 @@ from dune_ledger.domain.randomness import (
     uniform,
     words,
 )
-from dune_ledger.infrastructure.keys import Keys, init_key_file, public_key_info
+from dune_ledger.infrastructure.keys import init_key_file, public_key_info
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.transfer import export_lines
 from dune_ledger.infrastructure.verify import public_key, verify
@@ -35,6 +34,8 @@ from tests.support import (
     dealt,
     example,
     layout,
+    lines_of,
+    resigned,
     seed_commitment,
 )
 
@@ -306,29 +307,6 @@ def test_a_real_transcript_verifies(ended):
     types = [orjson.loads(line)["type"] for line in data.splitlines()]
     assert {"DeckShuffled", "PileShuffled", "DiscardReshuffled", "SeedCommitted",
             "RevealBegan", "SeedRevealed", "Dealt", "RoomEnded"} <= set(types)
-
-
-def lines_of(data: bytes) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in data.splitlines()]
-
-
-def resigned(lines: list[dict[str, Any]], key_file: Path) -> bytes:
-    """The lines chained and signed again with the server's own key: a dishonest server
-    can sign whatever it likes, so only the derivation can catch it."""
-    keys = Keys(key_file)
-    head = "0" * 64
-    out = []
-    for i, line in enumerate(lines):
-        payload = orjson.loads(line["payload"])
-        payload["prev"] = head
-        text = orjson.dumps(payload).decode()
-        digest = chain_hash(line["room"], line["version"], line["type"], text.encode())
-        last = i + 1 == len(lines) or orjson.loads(lines[i + 1]["payload"])["append"] \
-            != payload["append"]
-        out.append({**line, "payload": text, "prev": head, "hash": digest,
-                    "sig": keys.sign(APPEND + digest.encode()) if last else None})
-        head = digest
-    return b"".join(orjson.dumps(line) + b"\n" for line in out)
 
 
 def edited(data: bytes, kind: str, change: Any, nth: int = 0) -> list[dict[str, Any]]:
