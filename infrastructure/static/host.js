@@ -170,7 +170,8 @@
     }
     const out = seats.filter((s) => !f.commitments[s]);
     return 'Starts the reveal stage now: commitments no longer change'
-      + (out.length ? `, and ${names(out)} take no part in the deal.` : '.');
+      + (out.length ? `, and ${names(out)} ${out.length === 1 ? 'takes' : 'take'} no part in the deal.`
+        : '.');
   }
 
   function drawCeremony(r) {

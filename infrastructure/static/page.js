@@ -1022,8 +1022,10 @@
         if (!response.ok) await read(response);
         const body = await response.text();
         if (!publicKey || publicKey.public_key === 'PUBLIC_KEY') publicKey = await call('/keys');
+        const started = performance.now();
         checked = await fair.check(body, { room: view.room, seat: view.seat, me,
           serverKey: publicKey.public_key });
+        checked.ms = Math.round(performance.now() - started);
       }
     } catch (e) {
       checked = { ok: false, done: {}, failed: { check: 'transcript', detail: e.message } };
@@ -1050,8 +1052,9 @@
           h('strong', { text: result === 'holds' ? 'Holds: ' : result === 'fails' ? 'Fails: ' : 'Not reached: ' }),
           what, name in done ? h('span', { class: 'hint', text: ` (${done[name]})` }) : null);
       })),
-      h('p', { class: 'hint', text: 'Not checked here: the re-execution of every command and the '
-        + 'deck\'s order at creation. dune-ledger verify checks those too.' })];
+      h('p', { class: 'hint', id: 'fair-check-took', text: `Checked in ${checked.ms} ms. Not checked here: `
+        + 'the re-execution of every command and the deck\'s order at creation. dune-ledger verify '
+        + 'checks those too.' })];
   }
 
   // The end, first on the page: no command is taken any more; the transcript to check.
