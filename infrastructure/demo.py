@@ -33,6 +33,13 @@ def example(name: str) -> dict[str, Any]:
     return layout
 
 
+def committed(layout: dict[str, Any]) -> dict[str, Any]:
+    """The layout without its seed: a committed room (RULES 9.1), which a newcomer's
+    table makes so that every room it plays can be verified; `demo` keeps its seed
+    for repeatable output."""
+    return {k: v for k, v in layout.items() if k != "seed"}
+
+
 BOX_LAYOUT = example("box")
 
 

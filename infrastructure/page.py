@@ -23,7 +23,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from dune_ledger.domain.game import PAGE_WORDS
-from dune_ledger.infrastructure.demo import EXAMPLES
+from dune_ledger.infrastructure.demo import EXAMPLES, committed
 from dune_ledger.infrastructure.settings import current
 
 HERE = Path(__file__).parent
@@ -115,7 +115,8 @@ async def example(name: str) -> Response:
     if name not in layouts:
         return JSONResponse({"ok": False, "version": 0, "error": {
             "code": "not_found", "message": f"no example layout {name!r}"}}, status_code=404)
-    return JSONResponse(layouts[name], headers={"Cache-Control": "no-cache"})
+    # Without its seed: a room made from an example is committed, so it can be verified.
+    return JSONResponse(committed(layouts[name]), headers={"Cache-Control": "no-cache"})
 
 
 @router.api_route("/static/page/{name}", methods=["GET", "HEAD"], include_in_schema=False)

@@ -472,8 +472,9 @@ def _command(lines: list[dict[str, Any]], payload: dict[str, Any],
             return version + at, "commands", "re-executed, its command appends other events " \
                 "than those recorded"
     if len(made) != len(kept):
-        return version + min(len(made), len(kept)), "commands", f"re-executed, its command appends {len(made)} events, " \
-            f"not the {len(kept)} recorded"
+        return (version + min(len(made), len(kept)), "commands",
+                f"re-executed, its command appends {len(made)} events, not the "
+                f"{len(kept)} recorded")
     return None
 
 

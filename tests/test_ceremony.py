@@ -413,3 +413,23 @@ def test_an_outcome_or_command_of_the_wrong_shape_is_a_failure_named(app, first,
         at = orjson.loads(lines_of(data)[at]["payload"])["append"] - 1
     report = verify(resigned(edit(data, at, change), app.key_file), server_key(app))
     assert report["ok"] is False and report["first_failure"]["check"]
+
+
+# --- newcomers' rooms are committed -----------------------------------------------------
+
+
+def test_the_host_pages_examples_and_the_table_make_committed_rooms(app):
+    from fastapi.testclient import TestClient
+
+    from dune_ledger.infrastructure.demo import BOX_LAYOUT, committed
+    from dune_ledger.infrastructure.http import create_app
+
+    with TestClient(create_app(app, admin_token="")) as client:
+        for name in ("box", "ambassador", "full-hand"):
+            layout = client.get(f"/host/examples/{name}").json()
+            room = client.post("/rooms", json=layout).json()["room"]
+            fairness = app.public_view(room)["fairness"]
+            assert fairness["mode"] == "committed" and fairness["stage"] == "commit", name
+    table = app.create_room(committed(BOX_LAYOUT))["room"]  # what `dune-ledger table` makes
+    assert app.public_view(table)["fairness"]["algorithm"] == "hmac-sha256-fy-v2"
+    assert "seed" in BOX_LAYOUT  # `demo` keeps its seed: repeatable output

@@ -839,3 +839,92 @@ def test_a_stream_recorded_before_issue_17_replays_with_its_meaning():
     assert "crysknife" in accepted.state.seat("emperor").hand and accepted.state.gift is None
     # What an old stream stored is what the chain hashes: the upcast never rewrites it.
     assert records[3].body() == stored(old[3][1], 1)
+
+
+# --- the dealing ceremony (RULES 9.4) ---------------------------------------------------
+
+CEREMONY_SEATS = ("richese", "emperor", "harkonnen")
+
+
+def ceremony_room() -> RoomState:
+    from tests.support import committed_layout
+
+    created = build_room(parse_layout(committed_layout()), str(ROOM), Source(random.Random(0)),
+                         secret=bytes(range(32)))
+    return initial_state(created)
+
+
+def masked(data: Any, hashes: set[str]) -> Any:
+    """`data` with the differing seat's commitment, its public hash, left out."""
+    if isinstance(data, dict):
+        return {k: masked(v, hashes) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [masked(v, hashes) for v in data]
+    return "<hash>" if isinstance(data, str) and data in hashes else data
+
+
+def ceremony_outcome(state: RoomState, actor: str, command: dict[str, Any]
+                     ) -> tuple[RoomState, Any]:
+    from dune_ledger.domain.game import parse_operator_command
+    from dune_ledger.domain.randomness import Counted
+
+    f = state.fairness
+    assert f is not None
+    parse = parse_operator_command if actor == "operator" else parse_command
+    try:
+        tx = decide(state, actor, parse(command),
+                    Counted(bytes.fromhex(f.secret), state.room, f.calls or 0, f.mix))
+    except Rejection as r:
+        return state, ("refused", r.code, r.message, state.version)
+    return tx.state, ("ok", tx.state.version,
+                      [(e.type, e.public()) for e in tx.events],
+                      [e.text() for e in tx.events])
+
+
+@settings(max_examples=60 if EXAMPLES == 300 else 600, deadline=None)
+@given(order=st.permutations(CEREMONY_SEATS), secret_seat=st.sampled_from(CEREMONY_SEATS),
+       values=st.tuples(st.text(st.characters(min_codepoint=32, max_codepoint=126),
+                                min_size=1, max_size=8),
+                        st.text(st.characters(min_codepoint=32, max_codepoint=126),
+                                min_size=1, max_size=8)).filter(
+           lambda v: v[0] != v[1] and "a guess" not in v),
+       deal_early=st.booleans())
+def test_a_seats_commitment_tells_the_others_nothing_before_its_reveal(
+        order, secret_seat, values, deal_early):
+    """Twin rooms whose one seat commits to different seeds: until that seat reveals,
+    every other seat's view and actions, the public view, each result and refusal and
+    the version are the same, the public hash of the commitment aside."""
+    from tests.support import seed_commitment
+
+    twins = [ceremony_room(), ceremony_room()]
+    hashes = {seed_commitment(str(ROOM), secret_seat, v) for v in values}
+    seeds = [{s: f"seed {s}" for s in CEREMONY_SEATS} for _ in twins]
+    for i, v in enumerate(values):
+        seeds[i][secret_seat] = v
+    script: list[tuple[str, dict[str, Any]]] = []
+    committing = order[:2] if deal_early else order
+    for seat in committing:
+        script.append((seat, {"type": "seed_commit"}))
+        script.append((order[-1], {"type": "draw"}))  # refused: not_dealt
+    if deal_early:
+        script.append(("operator", {"type": "deal"}))
+    script += [(seat, {"type": "seed_reveal"}) for seat in committing if seat != secret_seat]
+    script += [(seat, {"type": "seed_reveal", "value": "a guess"}) for seat in CEREMONY_SEATS]
+    for actor, command in script:
+        told = []
+        for i, state in enumerate(twins):
+            sent = dict(command)
+            if command["type"] == "seed_commit":
+                sent["hash"] = seed_commitment(str(ROOM), actor, seeds[i][actor])
+            elif command["type"] == "seed_reveal" and "value" not in command:
+                sent["value"] = seeds[i][actor]
+            twins[i], answer = ceremony_outcome(state, actor, sent)
+            told.append(masked(answer, hashes))
+        assert told[0] == told[1], (actor, command)
+        assert masked(views.public_view(twins[0]), hashes) == masked(
+            views.public_view(twins[1]), hashes)
+        for seat in CEREMONY_SEATS:
+            if seat == secret_seat:
+                continue
+            a, b = (masked(views.seat_view(t, seat), hashes) for t in twins)
+            assert a == b, seat
