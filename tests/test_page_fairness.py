@@ -302,3 +302,16 @@ def test_an_end_answered_503_is_sent_again_and_ends_once(browser: Any, server: S
     assert ended["version"] == before + 1 and ended["ended"] == before + 1
     assert host.locator("#error").is_hidden()
     context.close()
+
+
+def test_a_room_ended_before_its_deal_is_checked_for_what_it_holds(browser: Any,
+                                                                   server: Server) -> None:
+    created = server.create(committed_layout(deck=None))
+    room, tokens = created["room"], created["seats"]
+    seat = Seat(browser, server, room, "emperor", tokens["emperor"])
+    seat.page.locator("[data-ceremony=emperor][data-state=committed]").wait_for()
+    assert httpx.post(f"{server.base}/rooms/{room}/end", json={}).status_code == 200
+    seat.page.wait_for_selector("#fair-check-result[data-ok=true]", timeout=30_000)
+    assert "ended before its deal" in seat.page.inner_text("#fair-check-result")
+    assert not seat.errors, seat.errors
+    seat.close()

@@ -195,8 +195,8 @@ window.duneFairness = (() => {
     const done = {};
     const say = (name, detail) => { done[name] = detail; };
     try {
-      await run(parse(body), { room, seat, me, serverKey }, say);
-      return { ok: true, done, failed: null };
+      const undealt = await run(parse(body), { room, seat, me, serverKey }, say) === 'undealt';
+      return { ok: true, done, failed: null, undealt };
     } catch (e) {
       const failed = e instanceof Failed ? { check: e.check, detail: e.message }
         : { check: 'transcript', detail: `the check stopped: ${e.message}` };
@@ -252,6 +252,7 @@ window.duneFairness = (() => {
 
     // my_commitment and my_reveal.
     const dealt = by('Dealt');
+    if (!dealt.length && !events.some((e) => e.fact.rng)) return 'undealt'; // ended before its deal
     must('ceremony', dealt.length === 1, `the room was dealt ${dealt.length} times, not once`);
     const deal = dealt[0];
     const commits = by('SeedCommitted', seat).filter((e) => e.version < deal.version);

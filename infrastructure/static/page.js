@@ -1037,7 +1037,12 @@
     if (watching || !v2() || checked === null) return null;
     if (checked === 'running') return h('p', { id: 'fair-check-result', class: 'hint', text: 'Checking the transcript in this browser…' });
     if (checked.skipped) return h('p', { id: 'fair-check-result', class: 'hint', text: checked.skipped });
-    const { ok, done, failed } = checked;
+    const { ok, done, failed, undealt } = checked;
+    if (undealt) {
+      return h('p', { id: 'fair-check-result', 'data-ok': 'true', class: 'says', text: 'The room ended '
+        + 'before its deal: no card was dealt from a shuffle. Checked in this browser: the transcript\'s '
+        + 'chain, the published secret against the commitment, and this seat\'s key.' });
+    }
     return [
       h('h3', { text: 'Checked in this browser' }),
       h('p', { id: 'fair-check-result', 'data-ok': String(ok), class: ok ? 'says' : 'error-text' }, ok
