@@ -315,3 +315,38 @@ def test_a_room_ended_before_its_deal_is_checked_for_what_it_holds(browser: Any,
     assert "ended before its deal" in seat.page.inner_text("#fair-check-result")
     assert not seat.errors, seat.errors
     seat.close()
+
+
+def test_a_reveal_the_server_dropped_is_said_plainly(browser: Any, server: Server) -> None:
+    created = server.create(committed_layout(deck=None))
+    room, tokens, spectator = created["room"], created["seats"], created["spectator"]
+    context, page = new_page(browser)
+
+    # The server takes the key and the commitment, and drops the reveal: as an operator
+    # choosing among deals would.
+    def drop_the_reveal(route: Any) -> None:
+        if json.loads(route.request.post_data)["type"] == "seed_reveal":
+            route.abort()
+        else:
+            route.continue_()
+
+    page.route(f"**/rooms/{room}/commands", drop_the_reveal)
+    page.goto(f"{server.base}/play/{room}#token={tokens['emperor']}")
+    page.locator("[data-ceremony=emperor][data-state=committed]").wait_for()
+    operator = f"{server.base}/rooms/{room}/commands"
+    assert httpx.post(operator, json={"type": "deal"}).json()["ok"]  # the reveal stage
+    page.locator("#error:not([hidden])").wait_for(timeout=20_000)  # the reveal never landed
+    assert httpx.post(operator, json={"type": "deal"}).json()["ok"]  # dealt without it
+    page.locator("#fair-stage[data-stage=dealt]").wait_for()
+    assert public(server, room, spectator)["fairness"]["withheld"] == ["emperor"]
+    assert "This page sent its reveal, and the deal recorded it as withheld" in \
+        page.inner_text("#fair-me")
+    assert "Withheld reveals: you." in page.inner_text("#fair-withheld")
+    at_each_width(page, "fair", "withheld")
+
+    # After the end, the page's own check names it.
+    assert httpx.post(f"{server.base}/rooms/{room}/end", json={}).status_code == 200
+    shown = check_shown(page)
+    assert shown["my_reveal"] == "fails", shown
+    assert "the server dealt without it" in page.inner_text("#fair-check-result")
+    context.close()
