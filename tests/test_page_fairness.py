@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.page_support import Seat, Server, at_each_width, kept_in_browser, resigned
+from tests.page_support import Seat, Server, Watcher, at_each_width, kept_in_browser, resigned
 from tests.support import committed_layout
 
 
@@ -171,6 +171,11 @@ def test_the_ceremony_a_game_the_end_and_the_check_in_the_browser(
     richese.settled()
     richese.page.locator("#fair-stage[data-stage=dealt]").wait_for()
     at_each_width(richese.page, "fair", "dealt")
+    # The spectators see the same ceremony, and hold no key.
+    watcher = Watcher(browser, server, room, spectator)
+    watcher.page.locator("[data-ceremony=emperor][data-state=revealed]").wait_for()
+    assert watcher.page.locator("#fair-me").count() == 0
+    watcher.close()
 
     # A Box search from the page (signed), then the deck drawn through to a reshuffle.
     richese.button("Pay 2 spice and search the discard").click()

@@ -977,8 +977,8 @@
       f.commitments[s] ? h('code', { class: 'mono hint', text: ` ${f.commitments[s].slice(0, 8)}…` }) : null,
       h('span', { class: 'hint', text: f.keys[s] ? ` · key ${printOf(f.keys[s])}` : ' · no key' })))),
       withheld.length ? h('p', { class: 'says', id: 'fair-withheld', text: `Withheld reveals: `
-        + `${withheld.map(who).join(', ')}. Each let whoever controls that seat choose between two `
-        + 'deals.' }) : null,
+        + `${withheld.map(who).join(', ')}. A withheld reveal lets whoever controls its seat choose `
+        + 'between two deals.' }) : null,
       unkeyed.length ? h('p', { class: 'hint', id: 'fair-unkeyed', text: `No seat key: ${unkeyed.map(who).join(', ')}. `
         + 'Nothing protects a seat without a key against commands sent in its name.' }) : null,
       whole('commitment-whole', 'Commitment', f.commitment),
