@@ -136,7 +136,7 @@ class RoomsApp(RoomQueries):
         room.record(
             [created], None, seat=None, command_id=None, at=now(),
             meta={"token_hashes": {f: token_hash(t) for f, t in tokens.items()},
-                  "spectator_hash": token_hash(spectator)},
+                  "spectator_hash": token_hash(spectator), "by": "operator"},
         )
         # As a load would find them (`Recorded.mutate` reads them from the meta).
         room.token_hashes = {f: token_hash(t) for f, t in tokens.items()}
@@ -188,7 +188,7 @@ class RoomsApp(RoomQueries):
         try:
             command = parsed(seat, raw)
         except Rejection as r:
-            result = self._refused(room_id, r)
+            result = self._refused(room_id, r, seat, raw)
         else:
             result = self._run(room_id, seat, command, self.clock(), raw, by)
         if self.observer is not None:
@@ -324,12 +324,17 @@ class RoomsApp(RoomQueries):
         return [type(r) is Recorded and r.hash() for r in stored] == [
             r.hash() for r in appended]
 
-    def _refused(self, room_id: str, r: Rejection) -> Result:
+    def _refused(self, room_id: str, r: Rejection, seat: str, raw: Any) -> Result:
         try:
-            version = self.load(room_id).version
+            room = self.load(room_id)
         except Rejection as missing:
             return {"ok": False, "version": 0, "error": missing.as_error()}
-        return {"ok": False, "version": version, "error": r.as_error()}
+        # A repeated id returns the first result, whatever was sent with it.
+        cid = raw.get("command_id") if isinstance(raw, dict) else None
+        done = room.commands.get(f"{seat}:{cid}") if isinstance(cid, str) else None
+        if done is not None:
+            return self._first_result(room.id, done)
+        return {"ok": False, "version": room.version, "error": r.as_error()}
 
     def _first_result(self, room_id: UUID, span: list[int]) -> Result:
         first, last = span

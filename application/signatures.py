@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import secrets
 from typing import Any
@@ -48,11 +49,16 @@ def valid(public_key: str, signature: Any, message: bytes) -> bool:
     if not isinstance(signature, str):
         return False
     try:
-        key = VerifyKey(base64.b64decode(public_key, validate=True))
-        key.verify(message, base64.b64decode(signature, validate=True))
+        verify_key(public_key).verify(message, base64.b64decode(signature, validate=True))
         return True
     except (BadSignatureError, binascii.Error, ValueError, TypeError):
         return False
+
+
+@functools.lru_cache(maxsize=4096)
+def verify_key(public_key: str) -> VerifyKey:
+    """A seat's key, made once: a room's keys sign every command it takes."""
+    return VerifyKey(base64.b64decode(public_key, validate=True))
 
 
 def key_of(state: RoomState, seat: str) -> str | None:

@@ -25,7 +25,7 @@ from dune_ledger.domain import commands as c
 from dune_ledger.domain.ambassador import BG, COHORT_SIZE, AmbassadorCohortDrawn
 from dune_ledger.domain.catalog import Faction
 from dune_ledger.domain.commands import Command
-from dune_ledger.domain.custody import DeckShuffled
+from dune_ledger.domain.custody import AutopilotSet, DeckShuffled
 from dune_ledger.domain.effect import HOUSE, Effect, Offer, ViewShapes
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import Event
@@ -214,6 +214,9 @@ def register_key(tx: Tx, actor: str, cmd: RegisterSeatKey) -> None:
     if not tx.probing and len(base64.b64decode(cmd.public_key)) != 32:
         raise Rejection("invalid_command", "public_key must be the base64 of 32 bytes")
     tx.emit(SeatKeyRegistered(seat=actor, public_key=cmd.public_key))
+    if tx.state.seat(actor).autopilot is not None:
+        # A key supersedes an unsigned turn-on: the seat signs a new one (RULES 9.3).
+        tx.emit(AutopilotSet(seat=actor, profile=None))
 
 
 def commit_seed(tx: Tx, actor: str, cmd: CommitSeed) -> None:
@@ -316,8 +319,7 @@ class SeatSeedSet(Event):
 
 
 class SeatKeyRegistered(Event):
-    """A seat's public key: from now on nothing is accepted in its name unsigned. A
-    key supersedes an unsigned turn-on of autopilot: the seat signs a new one."""
+    """A seat's public key: from now on nothing is accepted in its name unsigned."""
 
     shown = ("seat", "public_key")
 
@@ -327,7 +329,6 @@ class SeatKeyRegistered(Event):
     def apply(self, state: RoomState) -> None:
         assert state.fairness is not None and state.fairness.keys is not None
         state.fairness.keys[self.seat] = self.public_key
-        state.seat(self.seat).autopilot = None
 
     def text(self) -> str:
         return f"{faction(self.seat)} registered a seat key"

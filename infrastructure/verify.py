@@ -8,23 +8,37 @@ reports, check by check:
 
 - `chain_intact`: each line's hash is sha256 of its room, version, type and
   payload, and carries its predecessor's (`prev`, in the line and the payload);
-- `signatures`: the last event of every append is signed, under the key, over
-  `b"dune-ledger:append:" + hash`, and no other event carries a signature;
+- `signatures`: the last event of every append carries a signature and no other
+  event does; the last append's, under the key over `b"dune-ledger:append:" + hash`,
+  authenticates every event before it through the hashes (as the store's own walk,
+  application/stream.Chain; when it fails, the first append that fails is named);
 - `commitment`: the room ended, and the secret its end published hashes to the
-  commitment published at its creation;
-- `seeds`: every outcome's `mix` is the mix of the seeds in force at it;
-- `shuffles`: every outcome of the room is derived: its `rng` names the version
-  of the append holding it and the next call of that append, its `input` is the
-  list the state held, and shuffling (or sampling) that input by the derivation
-  under the published secret gives exactly what the event recorded;
-- `draws`: every card drawn was the top of the deck;
-- `replay`: every event applies, nothing follows the end, and the state the
-  replay reaches is the one the end recorded (`state_hash`).
+  commitment published at its creation; each `append` is its first event's version
+  (part of `chain_intact`).
 
-`first_failure` names the first failure in that order of stages (the lines
-themselves, then the commitment, then the replay), at the earliest version
-within its stage. The derivation is not run under a secret that does not match
-the commitment: `shuffles` is then false, unchecked.
+A v2 transcript (`hmac-sha256-fy-v2`, RULES 9.7) is re-executed: every append's
+recorded command (its payload's `meta`: the command as received and `by`) is run
+through the rules on the state before it, with the derived randomness and the
+rules' recorded moment, and must append exactly the recorded events, byte for byte
+(`commands`); an append with no command is only the operator's token reissue. Its
+other checks: `ceremony` (created in the commit stage, the deck in the catalog's
+order and no cohort; every reveal hashes to its commitment; the deal's seeds, mix
+and withheld are the reveals'; one deal, before any outcome), `seat_signatures`
+(every command of a keyed seat signed by its key with a new `command_id`, or the
+autopilot's after a signed turn-on), `shuffles` (the counter runs 0, 1, 2, ... and
+each outcome is the derivation of the list the state held), `draws`, `replay`.
+An append the rules re-make exactly is not walked again event by event (its state
+is the rules'); one that differs is, so that the check it breaks is named. The
+report counts, per seat, the commands it signed, the autopilot's and the unsigned.
+
+A v1 transcript keeps the v1 checks: `seeds` (every outcome's `mix` is the mix of
+the seeds in force), `shuffles` (its `rng` names the version of its append and the
+next call of it, and the derivation gives what it recorded), `draws`, `replay`.
+
+`first_failure` names the first failure in the order of stages (the lines, then
+the commitment, then the rest), at the earliest version within its stage; any
+input that is not a transcript of the expected shapes is a report with the check
+`malformed`, never an exception.
 """
 
 from __future__ import annotations
@@ -66,6 +80,7 @@ from dune_ledger.domain.game import (
     RoomEnded,
     RoomState,
     SeedRevealed,
+    WindowDeadline,
     apply,
     commitment,
     counted_words,
@@ -216,6 +231,10 @@ def _check_lines(lines: list[dict[str, Any]], key: Ed25519PublicKey, report: Rep
             report.fail(version, "chain_intact", "its `append` is not the version of the "
                         "first event of its append")
         payloads.append(payload)
+    # As the store's own walk (application/stream.Chain): through the hashes the last
+    # append's signature authenticates every event before it, so the others are checked
+    # for presence; when it fails, the first append whose signature fails is named.
+    ends: list[tuple[int, Any, str]] = []
     for i, line in enumerate(lines):
         version = i + 1
         last = i + 1 == len(lines) or payloads[i + 1].get("append") != payloads[i].get("append")
@@ -223,10 +242,20 @@ def _check_lines(lines: list[dict[str, Any]], key: Ed25519PublicKey, report: Rep
         if not last:
             if sig is not None:
                 report.fail(version, "signatures", "a signature inside an append")
-            continue
-        if not isinstance(sig, str) or not _signed(key, line["hash"], sig):
-            report.fail(version, "signatures", "its append's signature is missing or does "
-                        "not verify under the key")
+        elif not isinstance(sig, str):
+            report.fail(version, "signatures", "its append is not signed")
+        else:
+            ends.append((version, line["hash"], sig))
+    if ends and not _signed(key, ends[-1][1], ends[-1][2]):
+        low, high = 0, len(ends) - 1
+        while low < high:
+            mid = (low + high) // 2
+            if _signed(key, ends[mid][1], ends[mid][2]):
+                low = mid + 1
+            else:
+                high = mid
+        report.fail(ends[low][0], "signatures", "its append's signature does not verify "
+                    "under the key")
     return payloads
 
 
@@ -392,12 +421,19 @@ def reexecute(lines: list[dict[str, Any]], payloads: list[dict[str, Any]],
             return
         # Re-executed on the state before the append; reported after the checks of its
         # events, so that a forged outcome is named by the check it fails.
-        differs = _command(lines[i:j], payloads[i], events[i:j], state, walk)
-        for version, _, event in events[i:j]:
-            if not walk.step(version, event, state):
-                return
-        if differs is not None:
-            report.fail(*differs)
+        differs, after = _command(payloads[i:j], events[i:j], state, walk)
+        if differs is None and after is not None:
+            # The rules made these very events: the state they lead to is theirs, and
+            # what the step-by-step checks would find holds by the rules.
+            for _, _, event in events[i:j]:
+                walk.counted(event)
+            state = after
+        else:
+            for version, _, event in events[i:j]:
+                if not walk.step(version, event, state):
+                    return
+            if differs is not None:
+                report.fail(*differs)
         i = j
     if not walk.ended:
         report.fail(events[-1][0], "replay", "the room has not ended")
@@ -427,14 +463,17 @@ def _check_created(created: RoomCreated, state: RoomState, report: Report) -> No
 BY_ACTOR = {"operator": OPERATOR, "system": SYSTEM}
 
 
-def _command(lines: list[dict[str, Any]], payload: dict[str, Any],
-             group: list[tuple[int, int, Event]], state: RoomState, walk: Walk
-             ) -> tuple[int, str, str] | None:
-    """The append's recorded command: its sender and signature, and its re-execution
-    (the failure, if it appends other events than those recorded)."""
+Failure = tuple[int, str, str]
+
+
+def _command(payloads: list[dict[str, Any]], group: list[tuple[int, int, Event]],
+             state: RoomState, walk: Walk) -> tuple[Failure | None, RoomState | None]:
+    """The append's recorded command: its sender and signature, and its re-execution:
+    the failure if it appends other events than those recorded, else the state after
+    (None: not re-executed)."""
     report = walk.report
     version = group[0][0]
-    meta = payload.get("meta")
+    meta = payloads[0].get("meta")
     meta = meta if isinstance(meta, dict) else {}
     by, raw = meta.get("by"), meta.get("command")
     if raw is None:
@@ -443,18 +482,19 @@ def _command(lines: list[dict[str, Any]], payload: dict[str, Any],
                 and fact.key_cleared == (key_of(state, fact.seat) is not None)):
             report.fail(version, "commands", "an append with no recorded command that is "
                         "not the operator's token reissue")
-        return None
-    seat = payload.get("seat")
+        return None, None
+    seat = payloads[0].get("seat")
     actor = BY_ACTOR.get(str(by), seat)
     if by not in BY or not isinstance(actor, str) or (
             by in ("operator", "system") and seat != actor):
         report.fail(version, "commands", "its sender is not a seat, the autopilot, the "
                     "operator or the system")
-        return None
+        return None, None
     if by in ("seat", "autopilot"):
         walk.signed(version, actor, raw, str(by), state)
     try:
-        command = parsed(actor, raw)
+        # The worker's only command is a window's deadline (RULES 4.4).
+        command = WindowDeadline.model_validate(raw) if by == "system" else parsed(actor, raw)
         now = meta.get("now")
         f = state.fairness
         if walk.secret is None or f is None:
@@ -463,19 +503,19 @@ def _command(lines: list[dict[str, Any]], payload: dict[str, Any],
         tx = decide(state, actor, command, port,
                     now=None if now is None else datetime.fromisoformat(now))
     except Rejection as r:
-        return version, "commands", f"the rules refuse the recorded command: {r.code}"
+        return (version, "commands", f"the rules refuse the recorded command: {r.code}"), None
     made = [(type(e).__name__, orjson.dumps(e.model_dump(mode="json"))) for e in tx.events]
-    kept = [(str(line["type"]), orjson.dumps(
-        strict_json.loads(str(line["payload"]).encode())["fact"])) for line in lines]
+    kept = [(event.type, orjson.dumps(p["fact"])) for p, (_, _, event) in
+            zip(payloads, group, strict=True)]
     for at, (m, k) in enumerate(zip(made, kept, strict=False)):
         if m != k:
-            return version + at, "commands", "re-executed, its command appends other events " \
-                "than those recorded"
+            return (version + at, "commands", "re-executed, its command appends other "
+                    "events than those recorded"), None
     if len(made) != len(kept):
         return (version + min(len(made), len(kept)), "commands",
                 f"re-executed, its command appends {len(made)} events, not the "
-                f"{len(kept)} recorded")
-    return None
+                f"{len(kept)} recorded"), None
+    return None, tx.state
 
 
 class Walk:
@@ -513,6 +553,15 @@ class Walk:
             self.report.fail(version, "seat_signatures", f"{seat} used a command_id twice")
         self.used.add(f"{seat}:{cid}")
         row["signed"] += 1
+
+    def counted(self, event: Event) -> None:
+        """An event the re-executed command made itself: only what the walk counts."""
+        if isinstance(event, Dealt):
+            self.deals += 1
+        if getattr(event, "rng", None) is not None:
+            self.calls += 1
+        if isinstance(event, RoomEnded):
+            self.ended = True
 
     def step(self, version: int, event: Event, state: RoomState) -> bool:
         report = self.report

@@ -44,20 +44,27 @@ PAYLOAD = "x" * 400  # about the size of a stored event
 CTX = mp.get_context("spawn")
 
 # A keyed seat signs every command it sends (RULES 9.3, fair dealing v2): the bench's
-# signed figures are this same mix with the seat keyed and each command signed, within
-# 1.15 of the unsigned ones. This code has no seat signatures yet: `run_mix(signed=True)`
-# refuses, and scripts/bench notes the figures as not measured. When they land, key the
-# room's seat in `run_mix` and sign each command in `searcher`, where marked.
-SEAT_SIGNATURES = False
+# signed figures are this same mix in committed rooms, dealt, the searching seat keyed
+# and each command signed (the server checks each signature), against the unsigned.
+SEAT_SIGNATURES = True
 
 
 # --- the command mix --------------------------------------------------------------
 
 
-def searcher(url: str, rooms: list[str], barrier: Any, out: Any, signed: bool = False) -> None:
+def searcher(url: str, rooms: list[str], barrier: Any, out: Any, signed: bytes | None = None
+             ) -> None:
+    """`signed`: the seat key's 32 bytes, to sign each command with (the client's work,
+    timed with the rest, as a seat page's would be on its own machine)."""
+    from nacl.signing import SigningKey
+
+    from dune_ledger.application.signatures import signed as sign
     from dune_ledger.infrastructure.storage import open_rooms
 
-    # signed: each command below is signed with the seat's key here (SEAT_SIGNATURES)
+    key = None if signed is None else SigningKey(signed)
+
+    def sent(room: str, command: dict[str, Any]) -> dict[str, Any]:
+        return command if key is None else sign(key, room, "richese", command)
 
     app = open_rooms(url)
     app.load(rooms[0])  # connections and imports warm before the clock starts
@@ -65,30 +72,41 @@ def searcher(url: str, rooms: list[str], barrier: Any, out: Any, signed: bool = 
     start = time.perf_counter()
     ok = failed = 0
     for room in rooms:
-        begun = app.execute(room, "richese", {"type": "begin_search", "card": "nullentropy-box"})
+        begun = app.execute(room, "richese", sent(room, {"type": "begin_search",
+                                                        "card": "nullentropy-box"}))
         ok, failed = (ok + 1, failed) if begun["ok"] else (ok, failed + 1)
         search = next(e["search"] for e in begun.get("events", [])
                       if e["type"] == "SearchOpened")
-        chosen = app.execute(room, "richese", {"type": "select_card", "search": search,
-                                               "card": "shield-1"})
+        chosen = app.execute(room, "richese", sent(room, {"type": "select_card",
+                                                          "search": search, "card": "shield-1"}))
         ok, failed = (ok + 1, failed) if chosen["ok"] else (ok, failed + 1)
     out.put((start, time.perf_counter(), ok, failed))
     app.close()
 
 
 def run_mix(url: str, procs: int, pairs: int, signed: bool = False) -> dict[str, float]:
+    from nacl.signing import SigningKey
+
+    from dune_ledger.application.signatures import public_text
     from dune_ledger.infrastructure.storage import open_rooms
 
-    if signed and not SEAT_SIGNATURES:
-        raise NotImplementedError("seat signatures (RULES 9.3) are not in this code yet")
-
+    key = SigningKey.generate() if signed else None
     app = open_rooms(url)
-    rooms = [app.create_room(LAYOUT)["room"] for _ in range(procs * pairs)]
+    if key is None:
+        rooms = [app.create_room(LAYOUT)["room"] for _ in range(procs * pairs)]
+    else:
+        committed = {k: v for k, v in LAYOUT.items() if k != "seed"}
+        rooms = [app.create_room(committed)["room"] for _ in range(procs * pairs)]
+        for room in rooms:
+            for command, seat in (({"type": "seat_key", "public_key": public_text(key)},
+                                   "richese"), ({"type": "deal"}, "operator")):
+                if not app.execute(room, seat, command)["ok"]:
+                    raise SystemExit(f"the signed mix's room refused {command['type']}")
     app.close()
     barrier, out = CTX.Barrier(procs), CTX.Queue()
     workers = [CTX.Process(target=searcher,
                            args=(url, rooms[i * pairs:(i + 1) * pairs], barrier, out,
-                                 signed))
+                                 None if key is None else bytes(key)))
                for i in range(procs)]
     for w in workers:
         w.start()

@@ -790,3 +790,28 @@ def test_a_question_awaiting_its_answer_lets_a_key_be_registered_and_the_room_en
         "truthtrance_pending"
     ok(app, room, "harkonnen", {"type": "seat_key", "public_key": SeatKey().public})
     assert app.end_room(room, "end-1")["ok"]
+
+
+# --- v1 rooms keep verifying as v1 ------------------------------------------------------
+
+
+def v1_transcript() -> tuple[bytes, Any]:
+    """The v1 committed room of the golden corpus v4, ended, and the key that signed it."""
+    golden = ROOT / "tests" / "golden"
+    lines = [line for line in (golden / "v4.jsonl").read_bytes().splitlines()
+             if b"e92318bf-815b-44a7-9a4c-d248eb59a537" in line]
+    key = json.loads((golden / "v4.key").read_text())["public_key"]
+    return b"\n".join(lines) + b"\n", public_key(key)
+
+
+def test_a_v1_transcript_verifies_under_the_v1_checks(tmp_path):
+    data, key = v1_transcript()
+    report = verify(data, key)
+    assert report["ok"], report
+    assert report["algorithm"] == "hmac-sha256-fy-v1" and report["seats"] == {}
+    assert set(report["checks"]) == {"chain_intact", "signatures", "commitment", "seeds",
+                                     "shuffles", "draws", "replay"}
+    key_file = tmp_path / "v4.key"
+    key_file.write_text((ROOT / "tests" / "golden" / "v4.key").read_text())
+    forged = resigned(edited(data, "DeckShuffled", swap_first_two), key_file)
+    assert failure(verify(forged, key)) == ("shuffles", version_of(data, "DeckShuffled"))

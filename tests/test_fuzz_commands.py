@@ -265,8 +265,12 @@ def plausible(draw: st.DrawFn, state: RoomState, seat: str) -> dict[str, Any]:
     if kind == "respond":
         return {"type": kind, "event": event, "action": draw(st.sampled_from(["pass", "karama"])),
                 "card": draw(st.sampled_from([None, card]))}
-    if kind == "seed":
+    if kind in ("seed", "seed_reveal"):
         return {"type": kind, "value": draw(st.sampled_from(["a", "x" * 64, "x" * 65, card]))}
+    if kind == "seed_commit":
+        return {"type": kind, "hash": draw(st.sampled_from(["0" * 64, "A" * 64, card]))}
+    if kind == "seat_key":
+        return {"type": kind, "public_key": draw(st.sampled_from(["A" * 43 + "=", card]))}
     assert kind == "semuta"
     return {"type": kind, "event": event, "action": draw(st.sampled_from(["pass", "take"])),
             "card": draw(st.sampled_from([None, card]))}
