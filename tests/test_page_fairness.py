@@ -341,7 +341,20 @@ def test_a_reveal_the_server_dropped_is_said_plainly(browser: Any, server: Serve
     operator = f"{server.base}/rooms/{room}/commands"
     assert httpx.post(operator, json={"type": "deal"}).json()["ok"]  # the reveal stage
     page.locator("#error:not([hidden])").wait_for(timeout=20_000)  # the reveal never landed
-    assert httpx.post(operator, json={"type": "deal"}).json()["ok"]  # dealt without it
+    # The host page deals in the reveal stage, saying who will be recorded as withheld.
+    host_context, host = new_page(browser)
+    host.goto(f"{server.base}/host")
+    host.locator(f"[data-room='{room}'] .ceremony[data-stage=reveal]").wait_for()
+    assert "Reveal stage: 0 of 1 committed seats revealed." in host.inner_text(
+        f"[data-room='{room}'] .ceremony")
+    host.get_by_role("button", name="Deal…").click()
+    assert host.locator(".confirm .says").inner_text() == (
+        "Deals now: Emperor committed and did not reveal, and will be recorded as withheld, "
+        "publicly.")
+    host.get_by_role("button", name="Yes, deal").click()
+    host.locator(f"[data-room='{room}'] .ceremony[data-stage=dealt]").wait_for()
+    assert "withheld reveals: Emperor" in host.inner_text(f"[data-room='{room}'] .ceremony")
+    host_context.close()
     page.locator("#fair-stage[data-stage=dealt]").wait_for()
     assert public(server, room, spectator)["fairness"]["withheld"] == ["emperor"]
     assert "This page sent its reveal, and the deal recorded it as withheld" in \
