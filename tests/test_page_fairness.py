@@ -368,3 +368,23 @@ def test_a_reveal_the_server_dropped_is_said_plainly(browser: Any, server: Serve
     assert shown["my_reveal"] == "fails", shown
     assert "the server dealt without it" in page.inner_text("#fair-check-result")
     context.close()
+
+
+def test_two_tabs_of_one_seat_hold_one_key_and_one_seed(browser: Any, server: Server) -> None:
+    created = server.create(committed_layout(deck=None))
+    room, tokens, spectator = created["room"], created["seats"], created["spectator"]
+    context = browser.new_context()
+    tabs = [context.new_page() for _ in range(2)]
+    for tab in tabs:  # opened together: each may find no key yet
+        tab.goto(f"{server.base}/play/{room}#token={tokens['richese']}", wait_until="commit")
+    for tab in tabs:
+        tab.locator("[data-ceremony=richese][data-state=committed]").wait_for(timeout=15_000)
+    tabs[0].wait_for_timeout(500)
+    kept = kept_in_browser(tabs[0], room, "richese")
+    fair = public(server, room, spectator)["fairness"]
+    assert kept is not None
+    assert fair["keys"]["richese"] == kept["public_key"]
+    assert fair["commitments"]["richese"] == kept["hash"]
+    for tab in tabs:
+        assert "This browser holds this seat's key" in tab.inner_text("#fair-me")
+    context.close()

@@ -80,6 +80,7 @@ window.duneFairness = (() => {
 
   const read = (id) => stored('readonly', (s) => s.get(id));
   const keep = (record) => stored('readwrite', (s) => s.put(record));
+  const first = (record) => stored('readwrite', (s) => s.add(record)); // fails if one is there
 
   // This browser's record for the seat: its key pair (the private key not extractable,
   // kept as a CryptoKey, which IndexedDB stores as it is), the public key as `seat_key`
@@ -91,18 +92,39 @@ window.duneFairness = (() => {
     const pair = await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']);
     const record = { id, room, seat, pair, public_key: b64(await crypto.subtle.exportKey('raw', pair.publicKey)),
       commitment, seed: null, hash: null, reveal_sent: false, made: new Date().toISOString() };
-    await keep(record);
+    try {
+      await first(record);
+    } catch (e) {
+      return read(id); // another tab of this seat made its key first: one key per seat
+    }
     return record;
   }
 
   // A seed of 32 hex characters from crypto.getRandomValues, and its commitment (9.4),
-  // kept before the commitment is sent, so that a reload still reveals it.
+  // kept before the commitment is sent, so that a reload still reveals it. Kept in one
+  // transaction with the read: a seed another tab of the seat kept first is the seed.
   async function seeded(record) {
     if (record.seed) return record;
     const value = hex(crypto.getRandomValues(new Uint8Array(16)));
-    const next = { ...record, seed: value, hash: await sha256(`dune-ledger:seed:${record.room}:${record.seat}:${value}`) };
-    await keep(next);
-    return next;
+    const hash = await sha256(`dune-ledger:seed:${record.room}:${record.seat}:${value}`);
+    const db = await database();
+    try {
+      return await new Promise((done, fail) => {
+        const tx = db.transaction('seats', 'readwrite');
+        const seats = tx.objectStore('seats');
+        let result = null;
+        const asked = seats.get(record.id);
+        asked.onsuccess = () => {
+          const now = asked.result || record;
+          result = now.seed ? now : { ...now, seed: value, hash };
+          if (result.seed === value) seats.put(result);
+        };
+        tx.oncomplete = () => done(result);
+        tx.onerror = () => fail(tx.error);
+      });
+    } finally {
+      db.close();
+    }
   }
 
   async function sign(record, command) {
