@@ -44,8 +44,8 @@ PAYLOAD = "x" * 400  # about the size of a stored event
 CTX = mp.get_context("spawn")
 
 # A keyed seat signs every command it sends (RULES 9.3, fair dealing v2): the bench's
-# signed figures are this same mix in committed rooms, dealt, the searching seat keyed
-# and each command signed (the server checks each signature), against the unsigned.
+# signed figures are this same mix with the searching seat keyed and each command
+# signed (the server checks each signature), against the unsigned.
 SEAT_SIGNATURES = True
 
 
@@ -92,16 +92,15 @@ def run_mix(url: str, procs: int, pairs: int, signed: bool = False) -> dict[str,
 
     key = SigningKey.generate() if signed else None
     app = open_rooms(url)
-    if key is None:
-        rooms = [app.create_room(LAYOUT)["room"] for _ in range(procs * pairs)]
-    else:
-        committed = {k: v for k, v in LAYOUT.items() if k != "seed"}
-        rooms = [app.create_room(committed)["room"] for _ in range(procs * pairs)]
-        for room in rooms:
-            for command, seat in (({"type": "seat_key", "public_key": public_text(key)},
-                                   "richese"), ({"type": "deal"}, "operator")):
-                if not app.execute(room, seat, command)["ok"]:
-                    raise SystemExit(f"the signed mix's room refused {command['type']}")
+    # Committed rooms (RULES 9): dealt by the operator before the clock starts.
+    rooms = [app.create_room(LAYOUT)["room"] for _ in range(procs * pairs)]
+    for room in rooms:
+        setup = [({"type": "deal"}, "operator")]
+        if key is not None:
+            setup.insert(0, ({"type": "seat_key", "public_key": public_text(key)}, "richese"))
+        for command, seat in setup:
+            if not app.execute(room, seat, command)["ok"]:
+                raise SystemExit(f"the mix's room refused {command['type']}")
     app.close()
     barrier, out = CTX.Barrier(procs), CTX.Queue()
     workers = [CTX.Process(target=searcher,

@@ -62,6 +62,7 @@ def run(url: str, pause: float, seconds: float) -> dict[str, float]:
 
     with open_rooms(url) as app:
         room = str(app.create_room(LAYOUT)["room"])
+        assert app.execute(room, "operator", {"type": "deal"})["ok"]  # committed: RULES 9.4
     barrier, out = CTX.Barrier(2), CTX.Queue()
     players = [CTX.Process(target=player, args=(url, room, seat, pause, seconds, barrier, out))
                for seat in ("emperor", "harkonnen")]

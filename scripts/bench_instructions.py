@@ -57,8 +57,12 @@ def child(phase: str, tree: str, url: str, pairs: int, work: str) -> None:
     rooms_file = Path(work) / "rooms.json"
     if phase == "make":
         layout = json.loads((Path(work) / "layout.json").read_text())
-        rooms_file.write_text(json.dumps(
-            [app.create_room(layout)["room"] for _ in range(pairs + 1)]))
+        made = [app.create_room(layout)["room"] for _ in range(pairs + 1)]
+        for room in made:
+            # A committed room is dealt before play (RULES 9.4); a tree from before the
+            # ceremony refuses the command, which changes nothing there.
+            app.execute(room, "operator", {"type": "deal"})
+        rooms_file.write_text(json.dumps(made))
         os._exit(0)
     rooms = json.loads(rooms_file.read_text())
 

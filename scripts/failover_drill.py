@@ -43,7 +43,7 @@ from uuid import UUID
 import httpx
 import orjson
 
-from scripts.kill_drill import LAYOUT
+from scripts.kill_drill import LAYOUT, deal
 from scripts.pgaf_cluster import Cluster, ensure_packages, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,6 +212,8 @@ def run_drill(cluster: Cluster, work: Path, *, failovers: int, servers: int = 2,
     app = open_rooms(url, key_file=key_file)  # the tables, the key file, the rooms
     try:
         made = [app.create_room(LAYOUT) for _ in range(rooms)]
+        for created in made:
+            deal(app, created["room"])
     finally:
         app.close()
     ports = [free_port() for _ in range(servers)]

@@ -51,6 +51,13 @@ SEATS = [
     {"faction": "harkonnen", "spice": 40, "hand": ["shield-2", "chaumas"]},
     {"faction": "atreides", "spice": 40, "hand": []},
 ]
+def deal(app: Any, room: str) -> None:
+    """A committed room is dealt by the operator before play (RULES 9.4)."""
+    dealt = app.execute(room, "operator", {"type": "deal"})
+    if not dealt["ok"]:
+        raise SystemExit(f"room {room} refused the deal: {dealt['error']}")
+
+
 LAYOUT: dict[str, Any] = {
     "expansions": ["choam_richese"], "turn": 2, "phase": 6, "bank": 500, "seats": SEATS,
     "discard": ["shield-1", "maula-pistol", "baliset", "snooper-3"],
@@ -319,6 +326,8 @@ def drill(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     app = open_rooms(args.db)
     rooms = [app.create_room(LAYOUT)["room"] for _ in range(args.rooms)]
+    for room in rooms:
+        deal(app, room)
     app.close()
     rooms_file = workdir / "rooms.json"
     rooms_file.write_bytes(orjson.dumps(rooms))

@@ -57,6 +57,7 @@ def test_the_drill_would_notice_a_lost_or_doubled_command(tmp_path: Path) -> Non
 
     app = open_rooms("memory://")
     room = app.create_room(drill.LAYOUT)["room"]
+    drill.deal(app, room)
     journal = drill.Journal(tmp_path / "slot-0.jsonl")
     ok = drill.send(app, journal, room, "emperor", {"type": "draw", "command_id": "kept"})
     assert ok["ok"]
