@@ -18,7 +18,7 @@ import orjson
 
 from dune_ledger.application.store import RoomStore, room_uuid
 from dune_ledger.application.stream import Recorded, Room, UnauthenticRow
-from dune_ledger.domain.game import Rejection, RoomState, seat_view_at
+from dune_ledger.domain.game import Rejection, RoomState, public_view, seat_view_at
 
 # Seconds a read spends catching the read models up before it folds its own room.
 READ_CATCH_UP = 0.25
@@ -43,7 +43,8 @@ class RoomQueries(RoomStore):
                 out.append(self._summary(uid))
             except Rejection as r:
                 out.append({"room": str(uid), "version": None, "seats": [], "ended": None,
-                            "created": None, "last_command": None, "damaged": r.message})
+                            "created": None, "last_command": None, "fairness": None,
+                            "damaged": r.message})
         return out
 
     def _summary(self, uid: UUID) -> dict[str, Any]:
@@ -58,6 +59,8 @@ class RoomQueries(RoomStore):
             "last_command": None if last is None else {
                 "at": last.at, "seat": last.seat, "event": last.type,
                 "text": last.fact.text()},
+            # The public fair dealing part: the host page shows the ceremony from it.
+            "fairness": public_view(room.state)["fairness"],
         }
 
     def _last_command(self, uid: UUID, version: int) -> Recorded | None:

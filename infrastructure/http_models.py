@@ -35,6 +35,7 @@ from dune_ledger.domain.game import (
 
 REF = "#/components/schemas/{model}"
 Action, PublicView, SeatView = shapes()
+FairnessPart: Any = PublicView.model_fields["fairness"].annotation  # a view's `fairness`
 
 
 class ErrorCode(StrEnum):
@@ -194,6 +195,8 @@ class RoomSummary(Shape):
     ended: int | None = Field(description="the version of the room's end, null while it runs")
     created: str | None
     last_command: LastCommand | None
+    fairness: FairnessPart | None = Field(
+        description="the room's public fair dealing (null for a damaged room)")
     damaged: str | None = Field(None, description="a damaged room only (its stored stream "
                                 "does not verify): what is wrong, for the operator")
 

@@ -32,6 +32,7 @@ WORDS_JSON = json.dumps(PAGE_WORDS)  # the game's names (domain/words.py) for ev
 
 # The only files /static/page/ serves: no directory is exposed.
 STATIC = {"common.js": "text/javascript", "page.js": "text/javascript",
+          "fairness.js": "text/javascript",
           "host.js": "text/javascript", "page.css": "text/css", "icon.svg": "image/svg+xml"}
 
 

@@ -361,3 +361,48 @@ class Watcher:
         self.context.close()
 
 
+
+
+# A seat page's record in the browser's IndexedDB (infrastructure/static/fairness.js):
+# its seed, its public key and whether the private key can leave the browser.
+KEPT = """async (id) => new Promise((done, fail) => {
+  const opening = indexedDB.open('dune-ledger-fairness', 1);
+  opening.onerror = () => fail(opening.error);
+  opening.onsuccess = () => {
+    const asked = opening.result.transaction('seats').objectStore('seats').get(id);
+    asked.onsuccess = () => { const r = asked.result; opening.result.close();
+      done(r ? { seed: r.seed, hash: r.hash, public_key: r.public_key,
+                 extractable: r.pair.privateKey.extractable } : null); };
+  };
+})"""
+
+
+def kept_in_browser(page: Page, room: str, seat: str) -> dict[str, Any] | None:
+    kept: dict[str, Any] | None = page.evaluate(KEPT, f"{room}:{seat}")
+    return kept
+
+
+def resigned(text: bytes, key_file: Path, edit: Any) -> bytes:
+    """A transcript edited as a dishonest operator would: `edit(payloads)` changes the
+    parsed payloads in place, then every hash is chained and every append signed again
+    with the server's own key, so that only the page's other checks can catch it."""
+    import orjson
+
+    from dune_ledger.application.stream import APPEND, chain_hash
+    from dune_ledger.infrastructure.keys import Keys
+
+    lines = [orjson.loads(line) for line in text.splitlines()]
+    payloads = [orjson.loads(line["payload"]) for line in lines]
+    edit(payloads)
+    keys = Keys(key_file)
+    head = "0" * 64
+    out = []
+    for i, (line, payload) in enumerate(zip(lines, payloads, strict=True)):
+        payload["prev"] = head
+        body = orjson.dumps(payload).decode()
+        digest = chain_hash(line["room"], line["version"], line["type"], body.encode())
+        last = i + 1 == len(lines) or payloads[i + 1]["append"] != payload["append"]
+        out.append({**line, "payload": body, "prev": head, "hash": digest,
+                    "sig": keys.sign(APPEND + digest.encode()) if last else None})
+        head = digest
+    return b"".join(orjson.dumps(line) + b"\n" for line in out)

@@ -230,8 +230,14 @@ def test_the_host_keeps_every_invitation_and_asks_before_a_new_token_or_the_end(
             .getBoundingClientRect().left""")
         at_each_width(emperor.page, "host-slips", "2-seat-no-decision")
 
-        # The last move, in words; a new token does not reset it.
-        assert command(server, box, token, {"type": "draw"})["ok"]
+        # The last move, in words; a new token does not reset it. The example's room is
+        # committed: the operator deals once the Emperor's page has committed, the page
+        # reveals by itself, and its draw goes signed.
+        emperor.page.locator("[data-ceremony=emperor][data-state=committed]").wait_for()
+        dealt = httpx.post(f"{server.base}/rooms/{box}/commands", json={"type": "deal"})
+        assert dealt.json()["ok"], dealt.text
+        emperor.page.locator("#fair-stage[data-stage=dealt]").wait_for()
+        emperor.button("Draw a card").click()
         room = f"#rooms-body [data-room='{box}']"
         page.wait_for_function(
             "s => document.querySelector(s + ' .last-move').textContent"

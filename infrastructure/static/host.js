@@ -131,6 +131,66 @@
     }
   }
 
+  // --- fair dealing (RULES 9.4): the ceremony's stage and the operator's Deal -----
+
+  const dealing = new Map(); // room -> its deal's command_id, once asked for
+
+  async function deal(room, button) {
+    clearError();
+    button.disabled = true;
+    if (!dealing.has(room)) dealing.set(room, 'host-' + crypto.randomUUID());
+    const body = JSON.stringify({ type: 'deal', command_id: dealing.get(room) });
+    try {
+      await persist(() => call(`/rooms/${encodeURIComponent(room)}/commands`, { method: 'POST', body,
+        headers: { 'Content-Type': 'application/json' } }));
+    } catch (e) {
+      showError(e.message);
+      button.disabled = false;
+      return;
+    }
+    dealing.delete(room); // a later deal (the reveal stage's) is a new command
+    confirming = null;
+    await load();
+    const next = document.querySelector(`[data-key="${CSS.escape(`deal:${room}`)}"]`)
+      || document.querySelector(`[data-room="${CSS.escape(room)}"] h3`);
+    if (next) next.focus();
+  }
+
+  // What Deal does now, said before it is done: it cannot be taken back.
+  function dealSays(f, seats) {
+    const committed = seats.filter((s) => f.commitments[s]);
+    const names = (list) => list.map(fname).join(', ');
+    if (f.stage === 'reveal') {
+      const late = committed.filter((s) => !f.seeds[s]);
+      return late.length ? `Deals now: ${names(late)} committed and did not reveal, and will be `
+        + 'recorded as withheld, publicly.' : 'Deals now.';
+    }
+    if (!committed.length) {
+      return 'No seat has committed a seed: the deal happens now, from the server\'s secret alone.';
+    }
+    const out = seats.filter((s) => !f.commitments[s]);
+    return 'Starts the reveal stage now: commitments no longer change'
+      + (out.length ? `, and ${names(out)} ${out.length === 1 ? 'takes' : 'take'} no part in the deal.`
+        : '.');
+  }
+
+  function drawCeremony(r) {
+    const f = r.fairness;
+    if (!f || f.mode !== 'committed' || !f.stage) return null;
+    const count = (pick) => r.seats.filter(pick).length;
+    const stage = {
+      commit: `Commit stage: ${count((s) => f.commitments[s])} of ${r.seats.length} seats committed.`,
+      reveal: `Reveal stage: ${count((s) => f.seeds[s])} of ${count((s) => f.commitments[s])} `
+        + 'committed seats revealed.',
+      dealt: 'Dealt' + (f.withheld.length ? `; withheld reveals: ${f.withheld.map(fname).join(', ')}.` : '.'),
+    }[f.stage];
+    const stalled = f.stage !== 'dealt' && !r.ended;
+    return h('div', { class: 'ceremony', 'data-stage': f.stage },
+      h('p', {}, h('strong', { text: 'Fair dealing ' }), h('span', { class: 'stage', text: stage })),
+      stalled ? asking(`deal:${r.room}`, 'Deal…', dealSays(f, r.seats), 'Yes, deal', 'No, wait',
+        (button) => deal(r.room, button), null) : null);
+  }
+
   let rooms = [];
 
   function drawRoom(r) {
@@ -154,6 +214,7 @@
             onclick: (e) => downloadTranscript(r.room, e.currentTarget) }, 'Download the transcript')]
           : asking(`end:${r.room}`, 'End room…', 'Ending publishes the secret; no command is taken after.',
             'Yes, end it', 'No, keep it running', (button) => end(r.room, button))),
+      drawCeremony(r),
       h('ul', { class: 'seats' }, r.seats.map((f) => h('li', { class: 'seat f-' + f, 'data-seat': f },
         h('span', { class: 'faction f-' + f, text: fname(f) }),
         r.ended ? null : asking(`reissue:${r.room}:${f}`, `New token for ${fname(f)}…`,

@@ -24,6 +24,7 @@
     truthtrance_pending: 'a Truthtrance question must be answered first',
     not_in_hand: 'the Box is not in your hand',
     not_your_decision: 'another decision comes first',
+    not_dealt: 'the cards are not dealt yet (see Fair dealing)',
   };
 
   let token = null;
@@ -92,14 +93,16 @@
     }
     try {
       const result = await deliver(base + '/commands',
-        JSON.stringify({ ...command, command_id: newCommandId() }));
+        JSON.stringify(await signed({ ...command, command_id: newCommandId() })));
       if (button) nextFocus = true;
       confirming = null;
       if (view === null || result.version > view.version) await refresh();
       else render();
+      return true;
     } catch (e) {
       showError(e.message, e.code);
       if (button) button.disabled = false;
+      return false;
     }
   }
 
@@ -218,6 +221,7 @@
     view = null;
     shown = '';
     seeding = false;
+    forget();
     lastSeq = 0;
     mine.length = 0;
     $('log-body').replaceChildren();
@@ -262,6 +266,7 @@
     view = next;
     render();
     seedOnce();
+    ceremony();
     if (changed) loadLog().catch((e) => showError(e.message));
   }
 
@@ -386,6 +391,7 @@
     renderAmbassador();
     renderAutopilot(take('set_autopilot'));
     renderFairness(take('seed'));
+    ['seat_key', 'seed_commit', 'seed_reveal'].forEach(take); // the ceremony sends these itself
     renderEnd();
     renderMore((view.actions || []).filter((a) => !used.has(a.type)));
     renderMine();
@@ -795,6 +801,7 @@
 
   // --- fair dealing (RULES 9) ------------------------------------------------
 
+  const fair = window.duneFairness;
   const MODES = {
     committed: 'Committed: every shuffle comes from a secret this room fixed when it was '
       + 'created and from the seats\' seeds, so the server could not choose the order of the '
@@ -803,11 +810,105 @@
       + 'nothing to verify.',
     layout: 'The layout set the order of the deck. There is nothing to verify.',
   };
-  let seeding = false; // this page already sent the seat's first seed
+  const STAGES = {
+    commit: 'Commit: each seat\'s page commits to a seed it keeps secret. The cards are dealt '
+      + 'once the seeds are revealed.',
+    reveal: 'Reveal: the commitments are fixed; each seat\'s page reveals its seed.',
+    dealt: 'Dealt: the seeds and their mix are fixed for the rest of the room.',
+  };
+  let seeding = false; // this page already sent the seat's first seed (a v1 room)
   let publicKey = null; // GET /keys, read once the room has ended
+  let keeping = null; // the promise of this browser's record for the seat (fairness.js)
+  let held = null; // that record, once read: the seat's key pair, seed and commitment
+  let cannot = null; // why this browser cannot hold a seat key here, or null
+  let stepping = false; // a step of the ceremony is on its way
+  let checked = null; // the in-browser check: null, 'running', or its result
+  const prints = new Map(); // a public key -> its short fingerprint
 
-  // The seat's first seed, from this browser: a committed room's seat without one sets
-  // it when the page first opens, if the view's actions offer the `seed` command.
+  const v2 = () => Boolean(view && view.fairness && view.fairness.algorithm === fair.V2);
+
+  function forget() {
+    keeping = null;
+    held = null;
+    stepping = false;
+    checked = null;
+  }
+
+  // This browser's key and seed for the seat, made on the first open and kept in
+  // IndexedDB: one promise, so that two steps never make two keys.
+  function holding() {
+    if (!keeping) {
+      const seat = view.seat;
+      keeping = fair.holding(view.room, seat, view.fairness.commitment).then((record) => {
+        held = record;
+        return record;
+      }, (e) => {
+        cannot = `This browser cannot make a seat key (${e.message}): nothing protects this seat `
+          + 'against commands sent in its name.';
+        throw e;
+      });
+    }
+    return keeping;
+  }
+
+  // Every command this page sends carries the seat's signature once it holds a key.
+  async function signed(command) {
+    if (!v2() || watching || cannot) return command;
+    return fair.sign(await holding(), command);
+  }
+
+  // The ceremony with no click (RULES 9.4): the key registered, a seed committed, then
+  // revealed when the reveal stage begins. One step at a time, each on the view it sees.
+  async function ceremony() {
+    if (stepping || watching || !v2() || !view.seat) return;
+    if (cannot === null) cannot = fair.unable();
+    if (cannot) return render();
+    stepping = true;
+    try {
+      while (await step()) { /* the next step reads the view the last one brought */ }
+      if (view.ended) await checkOnce();
+    } catch (e) {
+      render();
+    } finally {
+      stepping = false;
+    }
+  }
+
+  async function step() {
+    const f = view.fairness;
+    const seat = view.seat;
+    const record = await holding();
+    if (view.ended || f.stage === 'dealt') return false;
+    const offered = (type) => actions(type).length > 0;
+    if (f.keys[seat] === null) {
+      return offered('seat_key') && send({ type: 'seat_key', public_key: record.public_key });
+    }
+    if (f.keys[seat] !== record.public_key) return false; // said in the panel
+    if (f.stage === 'commit' && f.commitments[seat] === null && offered('seed_commit')) {
+      held = await fair.seeded(record);
+      keeping = Promise.resolve(held);
+      return send({ type: 'seed_commit', hash: held.hash });
+    }
+    if (f.stage === 'reveal' && record.seed && f.commitments[seat] === record.hash
+        && f.seeds[seat] === null && offered('seed_reveal')) {
+      held = { ...record, reveal_sent: true };
+      keeping = Promise.resolve(held);
+      await fair.keep(held);
+      return send({ type: 'seed_reveal', value: held.seed });
+    }
+    return false;
+  }
+
+  function printOf(key) {
+    if (!prints.has(key)) {
+      prints.set(key, '…');
+      fair.fingerprint(key).then((p) => { prints.set(key, p); if (view) render(); }, () => {});
+    }
+    return prints.get(key);
+  }
+
+  // The seat's first seed in a v1 room, from this browser, if the view's actions offer
+  // the `seed` command.
   function seedOnce() {
     const f = view.fairness;
     if (seeding || watching || !f || f.mode !== 'committed' || f.seeds[view.seat]) return;
@@ -828,9 +929,13 @@
           'aria-label': `The whole ${title.toLowerCase()}`, onfocus: (e) => e.currentTarget.select() })));
   }
 
+  const LIMITS = 'the server still knows every hidden card while the room runs (it keeps custody '
+    + 'of them), and an operator who leaks the secret early leaks the deck.';
+
   function renderFairness(seed) {
     const f = view.fairness;
     if (!f) return fill('fairness');
+    if (f.algorithm === fair.V2) return renderCeremony(f);
     const seeds = f.seeds || {};
     // My seat first, then the others (view.seats lists only the others to a seat).
     const everyone = [...(view.seat ? [view.seat] : []), ...view.seats.map((s) => s.faction)];
@@ -846,8 +951,115 @@
             : h('span', { class: 'hint', text: 'no seed yet' })))),
         seed.length ? seedForm(seed[0]) : null,
         h('p', { class: 'hint', id: 'fair-limits' }, h('strong', { text: 'What this does not guarantee: ' }),
-          'the server still knows every hidden card while the room runs (it keeps custody of '
-          + 'them), and an operator who leaks the secret early leaks the deck.')] : null);
+          LIMITS)] : null);
+  }
+
+  // A committed room's ceremony (RULES 9.4): the stage, each seat's key, commitment and
+  // reveal as the view shows them (public), this browser's part, and what is not
+  // guaranteed. Nothing here comes from another seat beyond its public hash and key.
+  function renderCeremony(f) {
+    const everyone = [...(view.seat ? [view.seat] : []), ...view.seats.map((s) => s.faction)];
+    const withheld = f.withheld || [];
+    const unkeyed = everyone.filter((s) => !f.keys[s]);
+    const state = (s) => {
+      if (f.seeds[s]) return 'revealed';
+      if (withheld.includes(s)) return 'withheld';
+      if (f.commitments[s]) return f.stage === 'commit' ? 'committed' : 'committed, not revealed yet';
+      return f.stage === 'commit' ? 'not committed yet' : 'did not commit';
+    };
+    fill('fairness',
+      h('p', { id: 'fair-mode', 'data-mode': f.mode, text: MODES.committed }),
+      h('p', { id: 'fair-stage', 'data-stage': f.stage }, h('strong', { text: 'Stage ' }), STAGES[f.stage] || f.stage),
+      watching ? null : myPart(f),
+      h('ul', { class: 'seeds', id: 'ceremony' }, everyone.map((s) => h('li', {
+        'data-ceremony': s, 'data-state': state(s).split(',')[0].replaceAll(' ', '-') },
+      faction(s), ' ', h('span', { class: withheld.includes(s) ? 'warn-text' : null, text: state(s) }),
+      f.commitments[s] ? h('code', { class: 'mono hint', text: ` ${f.commitments[s].slice(0, 8)}…` }) : null,
+      h('span', { class: 'hint', text: f.keys[s] ? ` · key ${printOf(f.keys[s])}` : ' · no key' })))),
+      withheld.length ? h('p', { class: 'says', id: 'fair-withheld', text: `Withheld reveals: `
+        + `${withheld.map(who).join(', ')}. A withheld reveal lets whoever controls its seat choose `
+        + 'between two deals.' }) : null,
+      unkeyed.length ? h('p', { class: 'hint', id: 'fair-unkeyed', text: `No seat key: ${unkeyed.map(who).join(', ')}. `
+        + 'Nothing protects a seat without a key against commands sent in its name.' }) : null,
+      whole('commitment-whole', 'Commitment', f.commitment),
+      f.mix ? whole('mix-whole', 'Mix', f.mix) : null,
+      h('p', { class: 'hint', id: 'fair-limits' }, h('strong', { text: 'What this does not guarantee: ' }),
+        LIMITS + ' Each withheld reveal lets its seat choose between two deals, and is shown.'));
+  }
+
+  // What this browser holds for the seat, or why it holds nothing.
+  function myPart(f) {
+    const seat = view.seat;
+    const says = (text, cls = 'says') => h('p', { class: cls, id: 'fair-me', text });
+    if (cannot) return says(cannot, 'error-text');
+    if (!held) return says('Reading this seat\'s key in this browser…', 'hint');
+    if (f.withheld.includes(seat) && held.reveal_sent) {
+      return says('This page sent its reveal, and the deal recorded it as withheld: the server '
+        + 'dealt without it. That is what an operator choosing among deals looks like.', 'error-text');
+    }
+    if (!f.keys[seat]) return says('Registering this browser\'s key for the seat…', 'hint');
+    if (f.keys[seat] !== held.public_key) {
+      return says('This seat\'s key was registered by another browser: this page cannot sign for '
+        + 'it, and the server refuses its commands. Play from the browser that holds the key.', 'error-text');
+    }
+    return says(`This browser holds this seat's key (${printOf(held.public_key)}), which it cannot `
+      + 'export: every command this page sends is signed with it.'
+      + (f.stage === 'commit' && held.hash ? ' Its seed stays in this browser until the reveal.' : ''), 'hint');
+  }
+
+  // After the end: the transcript, checked here with WebCrypto (RULES 9.8).
+  async function checkOnce() {
+    if (checked !== null || watching || !v2()) return;
+    checked = 'running';
+    render();
+    try {
+      const me = await holding();
+      if (!me.hash) {
+        checked = { skipped: 'This browser did not take part in the ceremony for this seat, so it '
+          + 'holds nothing of its own to check: use dune-ledger verify.' };
+      } else {
+        const response = await reach(base + '/transcript', token);
+        if (!response.ok) await read(response);
+        const body = await response.text();
+        if (!publicKey || publicKey.public_key === 'PUBLIC_KEY') publicKey = await call('/keys');
+        const started = performance.now();
+        checked = await fair.check(body, { room: view.room, seat: view.seat, me,
+          serverKey: publicKey.public_key });
+        checked.ms = Math.round(performance.now() - started);
+      }
+    } catch (e) {
+      checked = { ok: false, done: {}, failed: { check: 'transcript', detail: e.message } };
+    }
+    render();
+  }
+
+  function renderCheck() {
+    if (watching || !v2() || checked === null) return null;
+    if (checked === 'running') return h('p', { id: 'fair-check-result', class: 'hint', text: 'Checking the transcript in this browser…' });
+    if (checked.skipped) return h('p', { id: 'fair-check-result', class: 'hint', text: checked.skipped });
+    const { ok, done, failed, undealt } = checked;
+    if (undealt) {
+      return h('p', { id: 'fair-check-result', 'data-ok': 'true', class: 'says', text: 'The room ended '
+        + 'before its deal: no card was dealt from a shuffle. Checked in this browser: the transcript\'s '
+        + 'chain, the published secret against the commitment, and this seat\'s key.' });
+    }
+    return [
+      h('h3', { text: 'Checked in this browser' }),
+      h('p', { id: 'fair-check-result', 'data-ok': String(ok), class: ok ? 'says' : 'error-text' }, ok
+        ? 'Every check below holds: each shuffle is the derivation of the room\'s committed secret '
+          + 'and the seats\' seeds, and nothing was done in this seat\'s name without this '
+          + 'browser\'s signature.'
+        : `The check failed at "${failed.check.replaceAll('_', ' ')}": ${failed.detail}. Do not `
+          + 'trust this room\'s outcome: keep the transcript, and check it with dune-ledger verify.'),
+      h('ul', { class: 'checks', id: 'fair-checks' }, fair.CHECKS.map(([name, what]) => {
+        const result = name in done ? 'holds' : failed && failed.check === name ? 'fails' : 'not reached';
+        return h('li', { 'data-check': name, 'data-result': result.replace(' ', '-') },
+          h('strong', { text: result === 'holds' ? 'Holds: ' : result === 'fails' ? 'Fails: ' : 'Not reached: ' }),
+          what, name in done ? h('span', { class: 'hint', text: ` (${done[name]})` }) : null);
+      })),
+      h('p', { class: 'hint', id: 'fair-check-took', text: `Checked in ${checked.ms} ms. Not checked here: `
+        + 'the re-execution of every command and the deck\'s order at creation. dune-ledger verify '
+        + 'checks those too.' })];
   }
 
   // The end, first on the page: no command is taken any more; the transcript to check.
@@ -862,6 +1074,7 @@
       h('p', { id: 'ended', text: `It ended at version ${view.ended}: no command is taken any more. `
         + 'The transcript holds every event, hidden ones too'
         + (committed ? ', so anyone at the table can check every shuffle.' : '.') }),
+      renderCheck(),
       f && f.secret ? whole('secret-whole', 'Published secret', f.secret) : null,
       h('div', { class: 'row wrap' }, h('button', { type: 'button', id: 'transcript', class: 'primary',
         'data-key': 'transcript', onclick: (e) => downloadTranscript(e.currentTarget, file) },

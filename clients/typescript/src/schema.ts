@@ -3033,6 +3033,8 @@ export interface components {
             /** Created */
             created: string | null;
             last_command: components["schemas"]["LastCommand"] | null;
+            /** @description the room's public fair dealing (null for a damaged room) */
+            fairness: components["schemas"]["FairnessShown"] | null;
             /**
              * Damaged
              * @description a damaged room only (its stored stream does not verify): what is wrong, for the operator
