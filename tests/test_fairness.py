@@ -388,6 +388,20 @@ def test_an_edit_without_the_key_fails_the_chain_and_a_foreign_key_the_signature
         "signatures", 1)
 
 
+
+def test_every_appends_signature_is_checked_not_only_the_last(ended):
+    """The last append's signature authenticates the events before it through the
+    hashes, but RULES 9.7 asks that every append be signed: an earlier signature
+    replaced by another valid-looking one fails, the last one left intact."""
+    app, _, data = ended
+    lines = [orjson.loads(line) for line in data.splitlines()]
+    signed_at = [i for i, line in enumerate(lines) if line["sig"] is not None]
+    assert len(signed_at) > 2
+    earlier, last = signed_at[1], signed_at[-1]
+    lines[earlier]["sig"] = lines[last]["sig"]
+    forged = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    assert failure(verify(forged, key_of(app))) == ("signatures", earlier + 1)
+
 def test_a_seeded_room_has_nothing_to_verify(app):
     room = app.create_room(layout())["room"]
     assert app.end_room(room)["ok"]
