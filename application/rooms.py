@@ -329,7 +329,8 @@ class RoomsApp(RoomQueries):
             room = self.load(room_id)
         except Rejection as missing:
             return {"ok": False, "version": 0, "error": missing.as_error()}
-        # A repeated id returns the first result, whatever was sent with it.
+        # A repeated id returns the first result, whatever is sent with it, even a
+        # command that does not parse.
         cid = raw.get("command_id") if isinstance(raw, dict) else None
         done = room.commands.get(f"{seat}:{cid}") if isinstance(cid, str) else None
         if done is not None:
