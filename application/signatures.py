@@ -23,6 +23,10 @@ from dune_ledger.domain.game import Rejection, RoomState
 # Who caused an append (RULES 9.3), recorded beside the command as received.
 BY = ("seat", "autopilot", "system", "operator")
 
+# A keyed seat's own say over its key, its autopilot and its seed: the autopilot never
+# sends these (application/autopilot.choose), so in its name they would be the operator's.
+SEAT_ONLY = ("seat_key", "set_autopilot", "seed_commit", "seed_reveal", "seed")
+
 
 def signed_text(room: str, seat: str, command: dict[str, Any]) -> bytes:
     """What a seat signs: canonical JSON (sorted keys, no spaces, ASCII)."""
@@ -66,6 +70,10 @@ def key_of(state: RoomState, seat: str) -> str | None:
     return None if f is None or not f.keys else f.keys.get(seat)
 
 
+def autopilot_may_not(raw: Any) -> bool:
+    return not isinstance(raw, dict) or raw.get("type") in SEAT_ONLY
+
+
 def check(state: RoomState, seat: str, raw: Any, by: str) -> None:
     """Refuse a command in a keyed seat's name that its key did not sign; the autopilot
     acts for such a seat only once the seat turned it on (a signed command)."""
@@ -76,6 +84,9 @@ def check(state: RoomState, seat: str, raw: Any, by: str) -> None:
         if state.seat(seat).autopilot is None:
             raise Rejection("signature_required", "this seat has a key and has not turned "
                             "autopilot on: the autopilot cannot act for it")
+        if autopilot_may_not(raw):
+            raise Rejection("signature_required", "this seat has a key: its key, autopilot "
+                            "and seed take its own signature, never the autopilot's")
         return
     if not isinstance(raw, dict) or "sig" not in raw:
         raise Rejection("signature_required", "this seat has registered a key: every "
