@@ -470,3 +470,164 @@ def test_an_append_dropped_or_two_swapped_without_making_the_rest_again(app):
     swapped = [dict(line) for line in lines]
     swapped[at - 1], swapped[at] = swapped[at], swapped[at - 1]
     assert failure(app, resigned(swapped, app.key_file))[0] in ("chain_intact", "commands")
+
+
+# --- 4. the choices left, each shown ----------------------------------------------------
+
+
+def test_re_creating_a_room_gives_nothing_to_choose_from(app):
+    """Before the deal two rooms of one layout differ in their commitment alone: the deck
+    in the catalog's order, no cohort drawn, no random call made."""
+    raw = example("ambassador")
+    del raw["seed"], raw["ambassadors"]["cohort"]
+    states = [app.load(app.create_room(raw)["room"]).state for _ in range(2)]
+    for state in states:
+        assert state.fairness.calls == 0 and not state.ambassadors.cohort
+    assert states[0].deck == states[1].deck
+    assert states[0].fairness.commitment != states[1].fairness.commitment
+
+
+def test_a_withheld_reveal_chooses_between_two_deals_and_is_shown(app):
+    """A seat that sees the others' reveals (a colluder, or the operator for a seat
+    without a key) may withhold its own: the deal is one of two, and says so."""
+    room = str(app.create_room(committed_layout())["room"])
+    deck = list(app.load(room).state.deck)
+    seats = ("richese", "emperor", "harkonnen")
+    for seat in seats:
+        ok(app, room, seat, {"type": "seed_commit",
+                             "hash": seed_commitment(room, seat, f"seed of {seat}")})
+    for seat in seats[:2]:
+        ok(app, room, seat, {"type": "seed_reveal", "value": f"seed of {seat}"})
+    secret = secret_of(app, room)  # the operator's: it can work out both deals now
+    revealed = {s: f"seed of {s}" for s in seats}
+    kept = {**revealed, "harkonnen": None}
+    both = [derived_shuffle(counted_words(secret, room, 0, mix(s)), deck)
+            for s in (revealed, kept)]
+    assert both[0] != both[1]
+    ok(app, room, OPERATOR, {"type": "deal"})
+    assert app.load(room).state.deck == both[1]
+    fairness = app.public_view(room)["fairness"]
+    assert fairness["withheld"] == ["harkonnen"] and fairness["mix"] == mix(kept)
+    assert any("withheld reveals: harkonnen" in e["text"].lower()
+               for e in app.public_log(room))
+    refused(app, room, "harkonnen", {"type": "seed_reveal", "value": "seed of harkonnen"},
+            "not_eligible")
+    assert app.end_room(room)["ok"]
+    report = verify(b"".join(transcript(app, room)), server_key(app))
+    assert report["ok"], report
+    assert {s: row["seed"] for s, row in report["seats"].items()} == {
+        "richese": "revealed", "emperor": "revealed", "harkonnen": "withheld"}
+
+
+def test_the_operators_deal_before_the_seats_commit_leaves_them_out_and_says_so(app):
+    """The operator's `deal` moves a stalled ceremony on (RULES 9.4); sent before a seat
+    has committed, it leaves that seat's seed out of the deal for good. With no seat
+    committed the deal is the secret's alone, which the operator knows: it can create
+    rooms until one suits. Both are public: the view's commitments and seeds, the
+    report's `seed`."""
+    early = str(app.create_room(committed_layout())["room"])
+    deck = list(app.load(early).state.deck)
+    secret = secret_of(app, early)
+    nobody = dict.fromkeys(("richese", "emperor", "harkonnen"))
+    predicted = derived_shuffle(counted_words(secret, early, 0, mix(nobody)), deck)
+    ok(app, early, OPERATOR, {"type": "deal"})
+    assert app.load(early).state.deck == predicted  # known at creation
+    fairness = app.public_view(early)["fairness"]
+    assert fairness["stage"] == "dealt" and not any(fairness["commitments"].values())
+    assert not any(fairness["seeds"].values()) and fairness["withheld"] == []
+    # One seat (a colluder) commits; the operator's deal closes the commit stage at once.
+    room = str(app.create_room(committed_layout())["room"])
+    ok(app, room, "richese", {"type": "seed_commit",
+                              "hash": seed_commitment(room, "richese", "colluder")})
+    ok(app, room, OPERATOR, {"type": "deal"})
+    refused(app, room, "emperor", {"type": "seed_commit",
+                                   "hash": seed_commitment(room, "emperor", "late")},
+            "not_eligible")
+    ok(app, room, "richese", {"type": "seed_reveal", "value": "colluder"})
+    assert app.public_view(room)["fairness"]["stage"] == "dealt"
+    for each in (early, room):
+        assert app.end_room(each)["ok"]
+    reports = [verify(b"".join(transcript(app, r)), server_key(app)) for r in (early, room)]
+    assert all(r["ok"] for r in reports), reports
+    assert {s: row["seed"] for s, row in reports[0]["seats"].items()} == dict.fromkeys(
+        nobody, "none")
+    assert {s: row["seed"] for s, row in reports[1]["seats"].items()} == {
+        "richese": "revealed", "emperor": "none", "harkonnen": "none"}
+
+
+# --- 5. malformed transcripts: a report with the check named, never a traceback -------
+
+
+def shapes(data: bytes, key_file: Any) -> list[tuple[str, bytes]]:
+    lines = lines_of(data)
+    first = orjson.loads(lines[0]["payload"])
+
+    def payload_of(at: int, change: Any) -> bytes:
+        copy = [dict(line) for line in lines]
+        payload = orjson.loads(copy[at]["payload"])
+        change(payload)
+        copy[at]["payload"] = orjson.dumps(payload).decode()
+        return resigned(copy, key_file)
+
+    def raw(change: Any) -> bytes:
+        copy = [dict(line) for line in lines]
+        change(copy)
+        return b"".join(orjson.dumps(line) + b"\n" for line in copy)
+
+    assert "fairness" in first["fact"]["state"]
+    return [
+        ("empty", b""),
+        ("blank lines", b"\n \n\n"),
+        ("not JSON", b"{"),
+        ("a JSON array", b"[1, 2]\n"),
+        ("NaN", data.replace(b'"version":1,', b'"version":NaN,', 1)),
+        ("deep nesting", b"[" * 100_000 + b"]" * 100_000),
+        ("not UTF-8", b"\xff\xfe" + data[:100]),
+        ("a line without its fields", raw(lambda c: c[3].pop("hash"))),
+        ("a version as a string", raw(lambda c: c[2].__setitem__("version", "3"))),
+        ("a payload as a number", raw(lambda c: c[1].__setitem__("payload", 7))),
+        ("fairness a string", payload_of(0, lambda p: p["fact"]["state"]
+                                         .__setitem__("fairness", "committed"))),
+        ("no state", payload_of(0, lambda p: p["fact"].pop("state"))),
+        ("seats a string", payload_of(0, lambda p: p["fact"]["state"]
+                                      .__setitem__("seats", "all"))),
+        ("an unknown algorithm", payload_of(0, lambda p: p["fact"]["state"]["fairness"]
+                                            .__setitem__("algorithm", "mine"))),
+        ("append a string", payload_of(5, lambda p: p.__setitem__("append", "6"))),
+        ("meta a list", payload_of(1, lambda p: p.__setitem__("meta", []))),
+        ("by unknown", payload_of(1, lambda p: p["meta"].__setitem__("by", "god"))),
+        ("a command a list", payload_of(1, lambda p: p["meta"].__setitem__("command", []))),
+        ("the secret a number", payload_of(len(lines) - 1, lambda p: p["fact"].__setitem__(
+            "secret", 5))),
+        ("the end cut off", resigned(lines[:-1], key_file)),
+        ("only the creation", resigned(lines[:1], key_file)),
+        ("a huge integer", data.replace(b'"version":2,', b'"version":' + b"9" * 40 + b",", 1)),
+    ]
+
+
+def test_malformed_transcripts_of_every_shape_are_reports(app):
+    _, _, data = played(app)
+    key = server_key(app)
+    for name, body in shapes(data, app.key_file):
+        report = verify(body, key)
+        assert report["ok"] is False, name
+        assert report["first_failure"]["check"] in {*report["checks"], "malformed"}, name
+        assert report["first_failure"]["detail"], name
+
+
+def test_verify_on_the_command_line_exits_1_or_2_never_with_a_traceback(app, tmp_path):
+    _, _, data = played(app)
+    path = tmp_path / "transcript.jsonl"
+    path.write_bytes(data)
+    good = cli(app, tmp_path, "verify", str(path))
+    assert good.returncode == 0 and json.loads(good.stdout)["ok"], good.stdout
+    forged = tmp_path / "forged.jsonl"
+    forged.write_bytes(b"[" * 100_000 + b"\n" + data)
+    bad = cli(app, tmp_path, "verify", str(forged))
+    assert bad.returncode == 1 and json.loads(bad.stdout)["ok"] is False
+    assert json.loads(bad.stdout)["first_failure"]["check"] == "malformed"
+    wrong_key = cli(app, tmp_path, "verify", str(path), "--key", "not a key")
+    assert wrong_key.returncode == 2
+    missing = cli(app, tmp_path, "verify", str(tmp_path / "nowhere.jsonl"))
+    assert missing.returncode == 2
+    assert "Traceback" not in bad.stderr + wrong_key.stderr + missing.stderr
