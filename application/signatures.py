@@ -23,9 +23,9 @@ from dune_ledger.domain.game import Rejection, RoomState
 # Who caused an append (RULES 9.3), recorded beside the command as received.
 BY = ("seat", "autopilot", "system", "operator")
 
-# A keyed seat's own say over its key, its autopilot and its seed: the autopilot never
-# sends these (application/autopilot.choose), so in its name they would be the operator's.
-SEAT_ONLY = ("seat_key", "set_autopilot", "seed_commit", "seed_reveal", "seed")
+# What the autopilot sends for a seat (RULES 3.7): its one bound selection, and a pass in
+# a response window. Anything else in its name would be the operator's choice.
+AUTOPILOT = ("select_card", "semuta", "respond")
 
 
 def signed_text(room: str, seat: str, command: dict[str, Any]) -> bytes:
@@ -71,7 +71,8 @@ def key_of(state: RoomState, seat: str) -> str | None:
 
 
 def autopilot_may_not(raw: Any) -> bool:
-    return not isinstance(raw, dict) or raw.get("type") in SEAT_ONLY
+    return not isinstance(raw, dict) or raw.get("type") not in AUTOPILOT or (
+        raw.get("type") == "respond" and raw.get("action") != "pass")
 
 
 def check(state: RoomState, seat: str, raw: Any, by: str) -> None:
@@ -85,8 +86,9 @@ def check(state: RoomState, seat: str, raw: Any, by: str) -> None:
             raise Rejection("signature_required", "this seat has a key and has not turned "
                             "autopilot on: the autopilot cannot act for it")
         if autopilot_may_not(raw):
-            raise Rejection("signature_required", "this seat has a key: its key, autopilot "
-                            "and seed take its own signature, never the autopilot's")
+            raise Rejection("signature_required", "this seat has a key: the autopilot "
+                            "only selects and passes for it; anything else takes the "
+                            "seat's own signature")
         return
     if not isinstance(raw, dict) or "sig" not in raw:
         raise Rejection("signature_required", "this seat has registered a key: every "

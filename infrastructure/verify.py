@@ -558,8 +558,8 @@ class Walk:
                 self.report.fail(version, "seat_signatures", "the autopilot acted for a "
                                  "keyed seat that had not turned it on")
             elif key is not None and autopilot_may_not(raw):
-                self.report.fail(version, "seat_signatures", f"the autopilot sent "
-                                 f"{seat}'s own key, autopilot or seed command")
+                self.report.fail(version, "seat_signatures", f"the autopilot sent a "
+                                 f"command for {seat} that only the seat's key signs")
             return
         if key is None:
             row["unsigned"] += 1

@@ -292,6 +292,30 @@ def test_the_autopilot_sends_no_keyed_seats_seed_key_or_switch(app):
     assert failure(app, edited(data, at, as_autopilot, app)) == ("seat_signatures", at)
 
 
+def test_the_autopilot_of_a_keyed_seat_only_selects_and_passes(app):
+    """RULES 3.7: the autopilot makes the seat's bound selection and passes windows.
+    A draw, a discard or a Box search in its name would be the operator's choice (a
+    search is a random call: a lever on the counter)."""
+    room = str(app.create_room(committed_layout())["room"])
+    key = SeatKey()
+    ok(app, room, "richese", {"type": "seat_key", "public_key": key.public})
+    dealt(app, room, keys={"richese": key})
+    ok(app, room, "richese", key.sign(room, "richese", AUTOPILOT_ON))
+    for command in ({"type": "draw"}, {"type": "discard", "card": "crysknife"},
+                    {"type": "begin_search", "card": BOX}):
+        refused(app, room, "richese", command, "signature_required", autopilot=True)
+    ok(app, room, "richese", key.sign(room, "richese", {"type": "draw"}))
+    assert app.end_room(room)["ok"]
+    data = b"".join(transcript(app, room))
+    at = append_of(data, "draw", "richese")
+
+    def as_autopilot(payload: dict[str, Any]) -> None:
+        payload["meta"]["by"] = "autopilot"
+        del payload["meta"]["command"]["sig"]
+
+    assert failure(app, edited(data, at, as_autopilot, app)) == ("seat_signatures", at)
+
+
 # --- 2. appends before a draw -----------------------------------------------------------
 
 
