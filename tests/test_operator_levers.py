@@ -316,6 +316,37 @@ def test_the_autopilot_of_a_keyed_seat_only_selects_and_passes(app):
     assert failure(app, edited(data, at, as_autopilot, app)) == ("seat_signatures", at)
 
 
+def test_a_keyed_seats_signed_command_sent_again(app):
+    """The operator holds every signed command a seat sent: sent again it is the first
+    result, nothing appended; recorded again in a forged transcript, `verify` names it."""
+    room = str(app.create_room(committed_layout())["room"])
+    key = SeatKey()
+    ok(app, room, "emperor", {"type": "seat_key", "public_key": key.public})
+    dealt(app, room, keys={"emperor": key})
+    draw = key.sign(room, "emperor", {"type": "draw"})
+    first = ok(app, room, "emperor", draw)
+    version = app.load(room).version
+    again = ok(app, room, "emperor", draw)
+    assert again["version"] == first["version"] and app.load(room).version == version
+    assert app.end_room(room)["ok"]
+    data = b"".join(transcript(app, room))
+    at, end = append_of(data, "draw", "emperor"), append_of(data, "end_room")
+    # The draw's append recorded again before the end; the rules make its events and
+    # the end's again.
+    lines = lines_of(data)
+    copy = [dict(line) for line in lines[:end - 1]] + [dict(lines[at - 1])] + \
+        [dict(line) for line in lines[end - 1:]]
+    for i, line in enumerate(copy[end - 1:], start=end):
+        payload = orjson.loads(line["payload"])
+        payload["append"] = i
+        line["version"], line["payload"] = i, orjson.dumps(payload).decode()
+    forged = remade(resigned(copy, app.key_file), {}, app.key_file)
+    assert [line["type"] for line in lines_of(forged)].count("CardDrawn") == 2
+    report = verify(forged, server_key(app))
+    assert report["checks"]["commands"] and report["checks"]["shuffles"], report
+    assert failure(app, forged) == ("seat_signatures", end)
+
+
 # --- 2. appends before a draw -----------------------------------------------------------
 
 
@@ -494,6 +525,32 @@ def test_an_append_dropped_or_two_swapped_without_making_the_rest_again(app):
     swapped = [dict(line) for line in lines]
     swapped[at - 1], swapped[at] = swapped[at], swapped[at - 1]
     assert failure(app, resigned(swapped, app.key_file))[0] in ("chain_intact", "commands")
+
+
+def test_a_window_closed_before_its_deadline_recorded_as_the_systems(app):
+    from datetime import UTC, timedelta
+
+    raw = example("ambassador")
+    del raw["seed"]
+    room = str(app.create_room(raw)["room"])
+    dealt(app, room)
+    entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
+                                         "via": "shipment"})
+    offered = next(e for e in entered["events"] if e["type"] == "AmbassadorOffered")
+    ok(app, room, "ecaz", {"type": "ambassador_decide", "event": offered["event"],
+                           "trigger": True, "beneficiary": "harkonnen"})
+    version = app.load(room).version
+    assert app.close_expired(room, datetime.now(UTC)) is None  # not due: nothing appended
+    assert app.load(room).version == version
+    assert app.close_expired(room, datetime.now(UTC) + timedelta(hours=1))["ok"]
+    assert app.end_room(room)["ok"]
+    data = b"".join(transcript(app, room))
+    at = next(v for v, _, meta in appends(data) if meta.get("by") == "system")
+
+    def early(payload: dict[str, Any]) -> None:
+        payload["meta"]["now"] = datetime.now(UTC).isoformat()
+
+    assert failure(app, edited(data, at, early, app)) == ("commands", at)
 
 
 # --- 4. the choices left, each shown ----------------------------------------------------
