@@ -712,3 +712,21 @@ def test_verify_on_the_command_line_exits_1_or_2_never_with_a_traceback(app, tmp
     missing = cli(app, tmp_path, "verify", str(tmp_path / "nowhere.jsonl"))
     assert missing.returncode == 2
     assert "Traceback" not in bad.stderr + wrong_key.stderr + missing.stderr
+
+
+def test_a_key_registered_first_by_the_operator_is_the_one_every_check_names(app):
+    """A seat without a key has no protection (RULES 9.8), its first key included: the
+    operator (the CLI's --as needs no token) may register one of its own before the
+    seat does. The seat's own key is then refused, and the view and the report name
+    the operator's key, which the seat's page compares with the one it holds."""
+    room = str(app.create_room(committed_layout())["room"])
+    operators, seats = SeatKey(), SeatKey()
+    ok(app, room, "emperor", {"type": "seat_key", "public_key": operators.public})
+    refused(app, room, "emperor", {"type": "seat_key", "public_key": seats.public},
+            "signature_required")
+    refused(app, room, "emperor", seats.sign(room, "emperor", {
+        "type": "seat_key", "public_key": seats.public}), "bad_signature")
+    assert app.public_view(room)["fairness"]["keys"]["emperor"] == operators.public
+    assert app.end_room(room)["ok"]
+    report = verify(b"".join(transcript(app, room)), server_key(app))
+    assert report["ok"] and report["seats"]["emperor"]["key"] == operators.public
