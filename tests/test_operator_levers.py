@@ -730,3 +730,17 @@ def test_a_key_registered_first_by_the_operator_is_the_one_every_check_names(app
     assert app.end_room(room)["ok"]
     report = verify(b"".join(transcript(app, room)), server_key(app))
     assert report["ok"] and report["seats"]["emperor"]["key"] == operators.public
+
+
+def test_a_v2_transcript_relabelled_as_v1_fails_the_v1_checks(app):
+    """The v1 checks are weaker (RULES 9: v1 rooms keep them); a v2 room's transcript
+    given v1's label to reach them fails them."""
+    _, _, data = played(app)
+
+    def v1(payload: dict[str, Any]) -> None:
+        del payload["fact"]["state"]["fairness"]["algorithm"]
+
+    report = verify(edited(data, 1, v1, app), server_key(app))
+    assert report["algorithm"] != "hmac-sha256-fy-v2" and report["ok"] is False, report
+    assert report["first_failure"]["check"] in {"seeds", "shuffles", "replay",
+                                                "malformed"}, report
