@@ -23,6 +23,10 @@ from dune_ledger.domain.game import Rejection, RoomState
 # Who caused an append (RULES 9.3), recorded beside the command as received.
 BY = ("seat", "autopilot", "system", "operator")
 
+# What the autopilot sends for a seat (RULES 3.7): its one bound selection, and a pass in
+# a response window. Anything else in its name would be the operator's choice.
+AUTOPILOT = ("select_card", "semuta", "respond")
+
 
 def signed_text(room: str, seat: str, command: dict[str, Any]) -> bytes:
     """What a seat signs: canonical JSON (sorted keys, no spaces, ASCII)."""
@@ -66,6 +70,11 @@ def key_of(state: RoomState, seat: str) -> str | None:
     return None if f is None or not f.keys else f.keys.get(seat)
 
 
+def autopilot_may_not(raw: Any) -> bool:
+    return not isinstance(raw, dict) or raw.get("type") not in AUTOPILOT or (
+        raw.get("type") == "respond" and raw.get("action") != "pass")
+
+
 def check(state: RoomState, seat: str, raw: Any, by: str) -> None:
     """Refuse a command in a keyed seat's name that its key did not sign; the autopilot
     acts for such a seat only once the seat turned it on (a signed command)."""
@@ -76,6 +85,10 @@ def check(state: RoomState, seat: str, raw: Any, by: str) -> None:
         if state.seat(seat).autopilot is None:
             raise Rejection("signature_required", "this seat has a key and has not turned "
                             "autopilot on: the autopilot cannot act for it")
+        if autopilot_may_not(raw):
+            raise Rejection("signature_required", "this seat has a key: the autopilot "
+                            "only selects and passes for it; anything else takes the "
+                            "seat's own signature")
         return
     if not isinstance(raw, dict) or "sig" not in raw:
         raise Rejection("signature_required", "this seat has registered a key: every "

@@ -27,7 +27,9 @@ autopilot's after a signed turn-on), `shuffles` (the counter runs 0, 1, 2, ... a
 each outcome is the derivation of the list the state held), `draws`, `replay`.
 An append the rules re-make exactly is not walked again event by event (its state
 is the rules'); one that differs is, so that the check it breaks is named. The
-report counts, per seat, the commands it signed, the autopilot's and the unsigned.
+report counts, per seat, the commands it signed, the autopilot's and the unsigned,
+and the keys a token reissue cleared; and says its part in the deal (`seed`:
+revealed, withheld, or none when it had committed nothing; null before a deal).
 
 A v1 transcript keeps the v1 checks: `seeds` (every outcome's `mix` is the mix of
 the seeds in force), `shuffles` (its `rng` names the version of its append and the
@@ -53,7 +55,13 @@ from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 from dune_ledger.application.rooms import RoomsApp, parsed
-from dune_ledger.application.signatures import BY, key_of, signed_text, valid
+from dune_ledger.application.signatures import (
+    BY,
+    autopilot_may_not,
+    key_of,
+    signed_text,
+    valid,
+)
 from dune_ledger.application.stream import (
     APPEND,
     GENESIS,
@@ -399,8 +407,8 @@ def reexecute(lines: list[dict[str, Any]], payloads: list[dict[str, Any]],
     assert isinstance(created, RoomCreated)
     state = initial_state(created)
     _check_created(created, state, report)
-    report.seats = {s.faction: {"key": None, "signed": 0, "autopilot": 0, "unsigned": 0}
-                    for s in state.seats}
+    report.seats = {s.faction: {"key": None, "signed": 0, "autopilot": 0, "unsigned": 0,
+                                "keys_cleared": 0, "seed": None} for s in state.seats}
     walk = Walk(report, secret)
     i = 1
     while i < len(events):
@@ -432,6 +440,16 @@ def reexecute(lines: list[dict[str, Any]], payloads: list[dict[str, Any]],
     f = state.fairness
     for seat, row in report.seats.items():
         row["key"] = None if f is None or not f.keys else f.keys.get(seat)
+    # What RULES 9.8 has every report show: a reveal withheld, a seat left out of the
+    # deal, a key cleared by a token reissue.
+    for _, _, event in events:
+        if isinstance(event, SeatTokenReissued) and event.key_cleared and \
+                event.seat in report.seats:
+            report.seats[event.seat]["keys_cleared"] += 1
+        if isinstance(event, Dealt):
+            for seat, row in report.seats.items():
+                row["seed"] = "withheld" if seat in event.withheld else \
+                    "revealed" if event.seeds.get(seat) else "none"
     if walk.deals > 1:  # none: a room ended before its deal, with no outcome
         report.fail(events[-1][0], "ceremony", f"the room was dealt {walk.deals} times")
 
@@ -531,6 +549,9 @@ class Walk:
             if key is not None and state.seat(seat).autopilot is None:
                 self.report.fail(version, "seat_signatures", "the autopilot acted for a "
                                  "keyed seat that had not turned it on")
+            elif key is not None and autopilot_may_not(raw):
+                self.report.fail(version, "seat_signatures", f"the autopilot sent a "
+                                 f"command for {seat} that only the seat's key signs")
             return
         if key is None:
             row["unsigned"] += 1

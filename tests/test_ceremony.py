@@ -184,24 +184,33 @@ def test_a_token_reissue_before_the_deal_leaves_the_deal_unchanged(app):
 
 
 def test_the_autopilot_acts_for_a_keyed_seat_only_after_a_signed_turn_on(app):
-    room, key = keyed_room(app)
+    room = str(app.create_room(committed_layout())["room"])
+    key = SeatKey()
+    ok(app, room, "richese", {"type": "seat_key", "public_key": key.public})
+    dealt(app, room, keys={"richese": key})
     on = {"type": "set_autopilot", "enabled": True, "profile": "easy"}
-    refused(app, room, "emperor", {"type": "draw"}, "signature_required")
+    ok(app, room, "richese", key.sign(room, "richese", {"type": "begin_search", "card": BOX}))
+    search = app.seat_view(room, "richese")["nullentropy"]["search"]
+    select = {"type": "select_card", "search": search["event"],
+              "card": search["cards"][0]["id"]}
     before = app.load(room).version
-    assert app.execute(room, "emperor", {"type": "draw"}, autopilot=True)["error"][
+    assert app.execute(room, "richese", select, autopilot=True)["error"][
         "code"] == "signature_required"
     assert app.load(room).version == before
-    ok(app, room, "emperor", key.sign(room, "emperor", on))
-    acted = app.execute(room, "emperor", {"type": "draw"}, autopilot=True)
+    ok(app, room, "richese", key.sign(room, "richese", on))
+    # Only its bound selection and passes (RULES 3.7): a draw would be the operator's.
+    assert app.execute(room, "richese", {"type": "draw"}, autopilot=True)["error"][
+        "code"] == "signature_required"
+    before = app.load(room).version
+    acted = app.execute(room, "richese", select, autopilot=True)
     assert acted["ok"], acted
-    last = app.stored_records(app.load(room).id, gt=acted["version"] - 1,
-                              lte=acted["version"])[0]
-    assert last.meta["by"] == "autopilot" and last.meta["command"] == {"type": "draw"}
+    first = app.stored_records(app.load(room).id, gt=before, lte=acted["version"])[0]
+    assert first.meta["by"] == "autopilot" and first.meta["command"] == select
     assert app.end_room(room)["ok"]
     report = verify(b"".join(transcript(app, room)), server_key(app))
     assert report["ok"], report
-    assert report["seats"]["emperor"]["autopilot"] == 1
-    assert report["seats"]["emperor"]["key"] == key.public
+    assert report["seats"]["richese"]["autopilot"] == 1
+    assert report["seats"]["richese"]["key"] == key.public
 
 
 def test_every_append_records_its_command_and_who_sent_it(app):
