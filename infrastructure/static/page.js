@@ -301,7 +301,8 @@
   const cardName = (id, v = view) => {
     if (!v.me) return id;
     const all = [...v.me.hand, ...(v.nullentropy && v.nullentropy.search
-      && v.nullentropy.search.cards || []), ...(v.semuta && v.semuta.cards || [])];
+      && v.nullentropy.search.cards || []), ...(v.semuta && v.semuta.cards || []),
+      ...biddingCards(v)];
     const found = all.find((c) => c.id === id);
     return found ? found.name : id;
   };
@@ -377,6 +378,7 @@
     renderMe();
     renderOthers();
     renderPiles();
+    renderBidding(take);
     renderBox(take('begin_search'), take('select_card'));
     renderDecision(take('ambassador_decide'), take('ambassador_copy'));
     renderResponse(take('respond'));
@@ -416,10 +418,12 @@
   // The next thing to do: the first live control of a decision, a window, an offer, the
   // Box (in that order on the screen), else my seat, where what just changed shows.
   function focusNext() {
-    for (const id of ['box', 'decision', 'response', 'gift', 'truthtrance', 'semuta']) {
-      const next = document.querySelector(`#${id}:not([hidden]) button:not([disabled])`);
+    for (const id of ['bidding', 'box', 'decision', 'response', 'gift', 'truthtrance', 'semuta']) {
+      const next = document.querySelector(`#${id}:not([hidden]) button:not([disabled]):not(.step)`);
       if (next) return next.focus();
     }
+    // In a round, the round is what a player watches next (on a phone, where it was).
+    if (!$('bidding').hidden) return $('bidding-title').focus();
     if (!$('me').hidden) $('me-title').focus();
   }
 
@@ -791,6 +795,230 @@
         h('div', { class: 'row wrap' }, group.filter((a) => !a.free).map(moreButton)),
         group.filter((a) => a.free).map((a) => freeForm(a, label(a))));
     }));
+  }
+
+  // --- the Bidding round (RULES 10) ------------------------------------------
+
+  // The round as the view gives it: the card up for bid (its face only on the Atreides
+  // page, the only view that holds it), the high bid, whose turn, who passed, the cache
+  // sale; the controls only as `actions` lists them, a bid's amount bounded by the
+  // action's own `free` bounds (what the seat can pay is the server's to say).
+  const BIDDING = ['bid', 'pass_bid', 'karama_buy', 'bid_support', 'ix_set_aside', 'ix_replace',
+    'richese_sale', 'richese_offer', 'sealed_bid'];
+  const WHEN = { first: 'Sell a cache card first', last: 'Sell a cache card last',
+    none: 'No cache sale this round' };
+  const AUCTIONS = { once_around: 'once around', silent: 'silent' };
+
+  const biddingCards = (v) => {
+    const b = v.bidding;
+    if (!b) return [];
+    const card = (c) => (c && typeof c === 'object' ? c : null);
+    return [card(b.up && b.up.card), ...(b.dealt || []).map(card),
+      card(b.sale && b.sale.card)].filter(Boolean);
+  };
+
+  // A card seen face down: the back of a Treachery card, the same tile for every card.
+  const faceDown = (text) => h('div', { class: 'card back', id: 'up-card', 'data-face': 'down' },
+    h('span', { class: 'name', text: 'Treachery card' }), h('span', { class: 'cat', text }));
+
+  // The bounds of a written amount, as the action describes them.
+  function amountOf(action) {
+    const spec = (action.free && action.free.amount) || {};
+    return { min: spec.min ?? 0, max: spec.max ?? spec.min ?? 0 };
+  }
+
+  // A spice amount with one less / one more beside it, and the button that sends it:
+  // big enough for a thumb at 280 px. The key holds the bounds, so that an amount typed
+  // under an old high bid is not kept once the high bid has moved.
+  function amountForm(action, id, title, verb, cls = 'primary') {
+    const { free, ...command } = action;
+    const { min, max } = amountOf(action);
+    const key = `${keyOf(command)}:${min}:${max}`;
+    const input = h('input', { id, type: 'number', min, max, step: '1', inputmode: 'numeric',
+      value: String(min), required: true, 'data-key': key });
+    const go = h('button', { type: 'submit', class: cls, 'data-key': key + ':send' });
+    const say = () => { go.textContent = `${verb} ${input.value || min} spice`; };
+    const nudge = (by) => {
+      const n = Math.min(max, Math.max(min, (Number(input.value) || min) + by));
+      input.value = String(n);
+      say();
+    };
+    input.addEventListener('input', say);
+    const form = h('form', { class: 'amount' },
+      h('label', { for: id, text: `${title} (${min} to ${max} spice)` }),
+      h('div', { class: 'stepper' },
+        h('button', { type: 'button', class: 'step', 'aria-label': 'One spice less',
+          'data-key': key + ':less', onclick: () => nudge(-1) }, '−'),
+        input,
+        h('button', { type: 'button', class: 'step', 'aria-label': 'One spice more',
+          'data-key': key + ':more', onclick: () => nudge(1) }, '+')),
+      go);
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      send({ ...command, amount: Number(input.value) }, go);
+    });
+    // The label follows a typed amount that the redraw gives back.
+    queueMicrotask(say);
+    say();
+    return form;
+  }
+
+  // A command sent with an amount: a written one when `free` says so, else its own.
+  function amountControl(action, id, title, verb, cls) {
+    if (action.free && action.free.amount) return amountForm(action, id, title, verb, cls);
+    return actionButton(action, `${verb} ${action.amount} spice`, cls);
+  }
+
+  function biddingSeats(b) {
+    const up = b.up || {};
+    const eligible = new Set(b.eligible || []);
+    const passed = new Set(up.passed || []);
+    return h('ol', { class: 'bidders', id: 'bidders', 'aria-label': 'Bidding order' },
+      (b.order || []).map((f) => {
+        const notes = [];
+        if (up.turn === f) notes.push(h('span', { class: 'tag turn', text: f === view.seat ? 'your turn' : 'to bid' }));
+        if (up.high && up.high.seat === f) {
+          notes.push(h('span', { class: 'tag high', text: `high bid, ${up.high.amount}` }));
+        }
+        if (passed.has(f)) notes.push(h('span', { class: 'tag', text: 'passed' }));
+        if (!eligible.has(f)) notes.push(h('span', { class: 'tag', text: 'hand full' }));
+        if (up.starter === f) notes.push(h('span', { class: 'tag', text: 'started' }));
+        return h('li', { class: 'bidder f-' + f + (up.turn === f ? ' now' : ''), 'data-bidder': f },
+          faction(f), ' ', notes);
+      }));
+  }
+
+  function renderBidding(take) {
+    const b = view.bidding;
+    const a = Object.fromEntries(BIDDING.map((t) => [t, take(t)]));
+    if (!b && !Object.values(a).some((list) => list.length)) return fill('bidding');
+    const up = b && b.up;
+    const parts = [];
+    if (b) {
+      const left = b.cards_left ?? 0;
+      parts.push(h('p', { id: 'bidding-where' }, up
+        ? `Card ${up.index + 1} up for bid; ${plural(left, 'more card')} after it.`
+        : `${plural(left, 'card')} in the auction.`));
+      if (b.waiting && b.waiting.length) {
+        parts.push(h('p', { class: 'notice', id: 'bidding-waiting' },
+          `Waiting for ${b.waiting.map(who).join(', ')} to choose.`));
+      }
+    }
+    if (up) {
+      const seen = up.card && typeof up.card === 'object' ? up.card : null;
+      parts.push(seen
+        ? cardTile(seen, 'div', h('span', { class: 'hint on-top', id: 'up-seen',
+          text: 'Only you see it (prescience).' }))
+        : faceDown('face down: nobody sees it until it is bought'));
+      const high = up.high;
+      parts.push(h('p', { class: 'high', id: 'high-bid' }, high
+        ? [h('strong', { text: `${high.amount} spice` }), ` by ${who(high.seat)}`,
+          high.karama ? ' (with Karama: nothing paid if it wins)' : '']
+        : 'No bid yet.'));
+      parts.push(h('p', { id: 'turn', class: up.turn === view.seat ? 'turn mine' : 'turn' },
+        up.turn ? (up.turn === view.seat ? 'Your turn to bid or pass.' : `${fname(up.turn)} to bid or pass.`)
+          : ''));
+    }
+    // My controls: bid and pass first, where the thumb is.
+    const bids = a.bid.filter((x) => !x.karama);
+    const karamaBids = a.bid.filter((x) => x.karama);
+    if (bids.length || a.pass_bid.length) {
+      parts.push(h('div', { class: 'bid-controls', id: 'bid-controls' },
+        bids.map((x) => amountControl(x, 'bid-amount', 'Your bid', 'Bid')),
+        a.pass_bid.map((x) => actionButton(x, 'Pass', bids.length ? 'pass' : 'primary pass'))));
+    }
+    for (const x of karamaBids) {
+      parts.push(h('details', { class: 'karama-bid' }, h('summary', {
+        text: `Bid with ${cardName(x.karama)}` }),
+      h('p', { class: 'hint', text: `Any amount: ${cardName(x.karama)} is held while the bid `
+        + 'stands, goes to the discard if it wins, and then nothing is paid.' }),
+      amountControl(x, 'karama-amount-' + x.karama, 'Karama bid', 'Bid')));
+    }
+    if (a.karama_buy.length) {
+      parts.push(h('div', { class: 'row wrap' }, a.karama_buy.map((x) => askFirst(x,
+        `Buy it with ${cardName(x.karama)}`, `This spends your ${cardName(x.karama)}: it goes to `
+        + 'the discard pile and the card up for bid is yours for nothing.',
+        `Yes, spend ${cardName(x.karama)}`))));
+    }
+    if (b && b.dealt && b.dealt.length) parts.push(ixChoice(b.dealt, a.ix_set_aside));
+    if (a.ix_replace.length) {
+      parts.push(h('p', { text: 'As the Ixians\' ally you may discard the card you just bought '
+        + 'and draw the top card of the deck instead.' }),
+      h('div', { class: 'row wrap' }, a.ix_replace.map((x) => actionButton(x,
+        x.accept ? 'Discard it and draw' : 'Keep it', x.accept ? null : 'primary'))));
+    }
+    if (a.richese_sale.length) {
+      parts.push(h('p', { text: 'Richese: will you sell a card of your cache this round?' }),
+        h('div', { class: 'row wrap' }, a.richese_sale.map((x) => actionButton(x,
+          WHEN[x.when] || x.when, x.when === 'none' ? null : 'primary'))));
+    }
+    if (a.richese_offer.length) parts.push(offerChoice(a.richese_offer));
+    if (b && b.sale) parts.push(saleFacts(b.sale));
+    for (const x of a.sealed_bid) {
+      parts.push(amountControl(x, 'sealed-amount', 'Your sealed bid', 'Seal my bid of'));
+    }
+    if (b) parts.push(biddingSeats(b));
+    const support = b && b.support ? Object.entries(b.support).filter(([, n]) => supportAmount(n) > 0) : [];
+    if (support.length) {
+      parts.push(h('p', { id: 'support', class: 'hint' }, 'Support: ', support.map(([f, n], i) =>
+        [i ? ', ' : '', `${fname(f)} backs its ally's bids with ${supportAmount(n)} spice`])));
+    }
+    for (const x of a.bid_support) {
+      parts.push(h('details', { class: 'support' }, h('summary', { text: 'Support my ally\'s bids' }),
+        h('p', { class: 'hint', text: 'The amount is reserved from your spice until the round '
+          + 'ends; your ally pays from it only what its own spice does not cover.' }),
+        amountControl(x, 'support-amount', 'Support', 'Back with', null)));
+    }
+    fill('bidding', parts);
+  }
+
+  const supportAmount = (n) => (typeof n === 'number' ? n : (n && n.amount) || 0);
+
+  // The Ixians see every dealt card and put one on the top or bottom of the deck.
+  function ixChoice(dealt, setAside) {
+    const cards = dealt.map((c) => (typeof c === 'object' ? c : { id: c, name: cardName(c), category: 'special' }));
+    return h('div', { id: 'ix-choice' },
+      h('p', { text: setAside.length ? 'Choose one card to set aside, on the top or the bottom of the '
+        + 'deck; the others are shuffled and auctioned.' : 'The cards dealt for this round:' }),
+      h('ul', { class: 'candidates', 'aria-label': 'The dealt cards' }, cards.map((c) => {
+        const mineTo = setAside.filter((x) => x.card === c.id);
+        const tile = cardTile(c, 'li', mineTo.length ? h('div', { class: 'row wrap' },
+          mineTo.map((x) => actionButton(x, x.where === 'top' ? `${c.name} on top`
+            : `${c.name} at the bottom`))) : null);
+        tile.classList.add('candidate');
+        return tile;
+      })));
+  }
+
+  // Richese names the cache card and the auction; each choice is one action.
+  function offerChoice(offers) {
+    const cards = [...new Set(offers.map((x) => x.card))];
+    const hand = new Map([...(view.me ? view.me.hand : []), ...(view.cache || [])]
+      .filter((c) => typeof c === 'object').map((c) => [c.id, c]));
+    return h('div', { id: 'sale-choice' },
+      h('p', { text: 'Name the cache card to sell and how it is auctioned.' }),
+      h('ul', { class: 'candidates', 'aria-label': 'Cache cards to sell' }, cards.map((id) => {
+        const c = hand.get(id) || { id, name: cardName(id), category: 'special' };
+        const tile = cardTile(c, 'li', h('div', { class: 'row wrap' }, offers.filter((x) => x.card === id)
+          .map((x) => actionButton(x, `Sell ${c.name} ${AUCTIONS[x.auction] || x.auction}`))));
+        tile.classList.add('candidate');
+        return tile;
+      })));
+  }
+
+  // The cache sale: the card (public once named), the auction, and the sealed bids: who
+  // has sent one, their amounts only once all are in.
+  function saleFacts(sale) {
+    const card = sale.card && typeof sale.card === 'object' ? sale.card : null;
+    const bids = sale.bids && typeof sale.bids === 'object' ? Object.entries(sale.bids) : [];
+    return h('div', { id: 'sale' },
+      h('h3', { text: `Richese's cache sale${sale.auction ? ', ' + (AUCTIONS[sale.auction] || sale.auction) : ''}` }),
+      card ? cardTile(card, 'div') : sale.card ? h('p', { text: cardName(sale.card) })
+        : h('p', { class: 'hint', text: `To come ${sale.when === 'last' ? 'last' : 'first'}.` }),
+      (sale.sealed || []).length ? h('p', { id: 'sealed-in',
+        text: `Sealed bids in: ${sale.sealed.map(who).join(', ')}.` }) : null,
+      bids.length ? h('ul', { id: 'sealed-bids', class: 'stack' }, bids.map(([f, n]) =>
+        h('li', {}, faction(f), ` ${n} spice`))) : null);
   }
 
   // --- fair dealing (RULES 9) ------------------------------------------------
