@@ -808,6 +808,14 @@
   const WHEN = { first: 'Sell a cache card first', last: 'Sell a cache card last',
     none: 'No cache sale this round' };
   const AUCTIONS = { once_around: 'once around', silent: 'silent' };
+  // What the round waits for, when no card is up.
+  const STAGE = {
+    richese: () => (view.seat === 'richese' ? 'The round waits for your answer.'
+      : 'Waiting for Richese to say whether it sells a cache card.'),
+    ixians: () => (view.seat === 'ixians' ? 'The round waits for your choice.'
+      : 'Waiting for the Ixians to set a dealt card aside.'),
+    payment: () => 'The card is sold: its payment goes on.',
+  };
 
   const biddingCards = (v) => {
     const b = v.bidding;
@@ -895,14 +903,13 @@
     const up = b && b.up;
     const parts = [];
     if (b) {
+      // `cards_left` counts the card up for bid too.
       const left = b.cards_left ?? 0;
       parts.push(h('p', { id: 'bidding-where' }, up
-        ? `Card ${up.index + 1} up for bid; ${plural(left, 'more card')} after it.`
+        ? `Card ${up.index} up for bid; ${plural(Math.max(0, left - 1), 'more card')} after it.`
         : `${plural(left, 'card')} in the auction.`));
-      if (b.waiting && b.waiting.length) {
-        parts.push(h('p', { class: 'notice', id: 'bidding-waiting' },
-          `Waiting for ${b.waiting.map(who).join(', ')} to choose.`));
-      }
+      const waiting = STAGE[b.stage];
+      if (waiting) parts.push(h('p', { class: 'notice', id: 'bidding-waiting', text: waiting(b) }));
     }
     if (up) {
       const seen = up.card && typeof up.card === 'object' ? up.card : null;
