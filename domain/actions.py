@@ -152,6 +152,8 @@ def _sample(free: dict[str, Any]) -> dict[str, Any]:
             continue  # guild_stop: the candidate binds each record's card
         elif spec["kind"] == "choice":
             out[name] = spec["options"][0]  # the options are alike to the rules
+        elif spec["kind"] == "amount":
+            out[name] = spec["max"]  # the upper bound: every amount from `min` up is alike
         elif spec["kind"] == "spice_promise":
             out[name] = c.SpicePromise.model_construct(spice=spec["max"])
     return out

@@ -33,7 +33,18 @@ from dune_ledger.domain.custody import can_draw, draw_card
 from dune_ledger.domain.effect import Disclosure, Effect, Offer, ViewShapes
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import RNG_SHOWN, Event, RngField, RoomCreated, rng_public
-from dune_ledger.domain.responses import WindowKind, open_window
+from dune_ledger.domain.purchase import (  # the child stages' events, named here as before
+    EmperorIncomePaid as EmperorIncomePaid,
+)
+from dune_ledger.domain.purchase import (
+    ReceiptAdvanced,
+    Source,
+    emperor_for,
+    enter,
+    next_stage,
+    receipt_of,
+    windows,
+)
 from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.shapes import DecisionShape, FreeChoice, Shape
 from dune_ledger.domain.state import (
@@ -41,11 +52,10 @@ from dune_ledger.domain.state import (
     AmbassadorState,
     Decision,
     Receipt,
-    ResponseWindow,
     RoomState,
 )
 from dune_ledger.domain.territories import TERRITORIES, Territory
-from dune_ledger.domain.words import faction, place, stage, via
+from dune_ledger.domain.words import faction, place, via
 
 ECAZ = "ecaz"
 RICHESE = "richese"
@@ -70,10 +80,6 @@ def entry_of(state: RoomState) -> AmbassadorEntry | None:
     return None if amb is None else amb.entry
 
 
-def receipt_of(state: RoomState, event: str) -> Receipt | None:
-    return next((r for r in state.receipts if r.event == event), None)
-
-
 def cohort_complete(amb: AmbassadorState) -> bool:
     spent = set(amb.used) | set(amb.removed)
     return bool(amb.cohort) and all(t in spent for t in amb.cohort)
@@ -81,22 +87,6 @@ def cohort_complete(amb: AmbassadorState) -> bool:
 
 def copy_options(amb: AmbassadorState) -> list[str]:
     return sorted(t for t in amb.copy_pool if t not in (ECAZ, BG))
-
-
-def emperor_for(state: RoomState, buyer: str) -> str | None:
-    return "emperor" if state.has_seat("emperor") and buyer != "emperor" else None
-
-
-def next_stage(state: RoomState, buyer: str, emperor: str | None, after: str) -> str:
-    """The next child stage after `after` (purchase, income or bonus)."""
-    if after == "purchase" and emperor is not None:
-        return "income"
-    if after in ("purchase", "income") and buyer == "harkonnen":
-        seat = state.seat(buyer)
-        # Capacity is read when the stage is reached, not when the purchase was made.
-        if len(seat.hand) < seat.limit:
-            return "bonus"
-    return "finish"
 
 
 def _bound_decision(state: RoomState, actor: str, event: str, kind: str) -> Decision:
@@ -241,85 +231,23 @@ def purchase(tx: Tx, buyer: str) -> None:
     stage = next_stage(tx.state, buyer, emperor, "purchase")
     tx.emit(ReceiptStaged(event=entry.event, buyer=buyer, card=card, amount=PRICE,
                           emperor=emperor, stage=stage))
-    _enter_stage(tx, stage)
+    enter(tx, SOURCE, stage)
 
 
-def _advance(tx: Tx, after: str) -> None:
-    entry = entry_of(tx.state)
-    assert entry is not None
-    receipt = receipt_of(tx.state, entry.event)
-    assert receipt is not None
-    stage = next_stage(tx.state, receipt.buyer, receipt.emperor, after)
-    if stage != "finish":
-        tx.emit(ReceiptAdvanced(event=entry.event, stage=stage))
-    _enter_stage(tx, stage)
-
-
-def _enter_stage(tx: Tx, stage: str) -> None:
-    if stage == "finish":
-        finish(tx)
-        return
-    entry = entry_of(tx.state)
-    assert entry is not None
-    receipt = receipt_of(tx.state, entry.event)
-    assert receipt is not None
-    if stage == "income":
-        open_window(tx, INCOME, {
-            "entry": entry.event, "stage": "income", "excluded": [receipt.emperor],
-            "public": {"stage": "income", "payer": receipt.buyer,
-                       "beneficiary": receipt.emperor, "amount": receipt.amount},
-        })
-    else:
-        open_window(tx, BONUS, {
-            "entry": entry.event, "stage": "bonus", "excluded": [receipt.buyer],
-            "public": {"stage": "bonus", "payer": receipt.buyer,
-                       "beneficiary": receipt.buyer},
-        })
-
-
-def _bound_receipt(state: RoomState, window: ResponseWindow) -> Receipt:
-    """The receipt a closing window belongs to: event, stage and entry must all match."""
+def current_receipt(state: RoomState) -> Receipt | None:
+    """The receipt of the entry being resolved."""
     entry = entry_of(state)
-    receipt = None if entry is None else receipt_of(state, entry.event)
-    if (entry is None or receipt is None or window.data.get("entry") != entry.event
-            or window.data.get("stage") != receipt.stage):
-        raise Rejection("ambassador_invalid", "the response window no longer matches its "
-                        "ambassador purchase; ask an operator")
-    return receipt
+    return None if entry is None else receipt_of(state, entry.event)
 
 
-def resolve_income(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> None:
-    receipt = _bound_receipt(tx.state, window)
-    if cancelled_by is None and receipt.emperor is not None:
-        # The buyer already paid the Bank; the income comes from there, never twice.
-        amount = min(receipt.amount, tx.state.bank)
-        tx.emit(EmperorIncomePaid(event=receipt.event, emperor=receipt.emperor, amount=amount))
-    _advance(tx, "income")
-
-
-def resolve_bonus(tx: Tx, window: ResponseWindow, cancelled_by: str | None) -> None:
-    receipt = _bound_receipt(tx.state, window)
-    if cancelled_by is None:
-        seat = tx.state.seat(receipt.buyer)
-        card = None
-        # Capacity and pool are rechecked now: the income window may have changed both.
-        if len(seat.hand) < seat.limit and can_draw(tx.state):
-            card = draw_card(tx, receipt.buyer)
-        tx.emit(HarkonnenBonusResolved(event=receipt.event, seat=receipt.buyer, card=card))
-    _advance(tx, "bonus")
-
-
-WINDOWS = (
-    WindowKind(INCOME, resolve_income, says=(
-        f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. A Karama "
-        "played now cancels that income: the spice stays in the Bank. The purchase stands."),
-        public={"stage": Literal["income"], "payer": Faction, "beneficiary": Faction | None,
-                "amount": int}),
-    WindowKind(BONUS, resolve_bonus, says=(
-        "Harkonnen may draw one more card for this purchase. A Karama played now cancels "
-        "that bonus card. The purchase stands."),
-        public={"stage": Literal["bonus"], "payer": Faction, "beneficiary": Faction}),
-)
+SOURCE = Source(
+    name="ambassador", income=INCOME, bonus=BONUS, current=current_receipt,
+    finish=lambda tx: finish(tx),
+    invalid=("ambassador_invalid", "the response window no longer matches its ambassador "
+             "purchase; ask an operator"),
+    income_says=(f"The Emperor is due {PRICE} spice from the Spice Bank for this purchase. "
+                 "A Karama played now cancels that income: the spice stays in the Bank. "
+                 "The purchase stands."))
 
 
 def finish(tx: Tx) -> None:
@@ -533,62 +461,6 @@ class ReceiptStaged(Event):
 
     def text(self) -> str:
         return f"{faction(self.buyer)} bought a Treachery card through the Richese ambassador"
-
-
-class ReceiptAdvanced(Event):
-    shown = ("event", "stage")
-
-    event: str
-    stage: str
-
-    def apply(self, state: RoomState) -> None:
-        receipt = receipt_of(state, self.event)
-        assert receipt is not None
-        receipt.stage = self.stage
-        entry = _amb(state).entry
-        if entry is not None and entry.event == self.event:
-            entry.stage = self.stage
-
-    def text(self) -> str:
-        if self.stage == "finish":
-            return "The purchase is complete"
-        return f"The purchase moves on to {stage(self.stage)}"
-
-
-class EmperorIncomePaid(Event):
-    shown = ("event", "emperor", "amount")
-
-    event: str
-    emperor: str
-    amount: int
-
-    def apply(self, state: RoomState) -> None:
-        state.bank -= self.amount
-        state.seat(self.emperor).spice += self.amount
-
-    def text(self) -> str:
-        return f"The Spice Bank paid {self.amount} spice to the {faction(self.emperor)}"
-
-
-class HarkonnenBonusResolved(Event):
-    shown_as = {"event": str, "seat": str, "drawn": bool}
-
-    event: str
-    seat: str
-    card: str | None  # private to the buyer
-
-    def apply(self, state: RoomState) -> None:
-        receipt = receipt_of(state, self.event)
-        assert receipt is not None
-        receipt.bonus = self.card
-
-    def public(self) -> dict[str, Any]:
-        return {"event": self.event, "seat": self.seat, "drawn": self.card is not None}
-
-    def text(self) -> str:
-        if self.card is None:
-            return f"{faction(self.seat)}'s bonus card: none could be drawn"
-        return f"That card is {faction(self.seat)}'s bonus card"
 
 
 class AmbassadorEntryClosed(Event):
@@ -820,14 +692,13 @@ EFFECT = Effect(
               AmbassadorCopy: ambassador_copy},
     events=(TerritoryEntered, AmbassadorOffered, AmbassadorDeclined, AmbassadorTriggered,
             AmbassadorCopyOffered, AmbassadorCopied, AmbassadorNoEffect, PurchasePaid,
-            ReceiptStaged, ReceiptAdvanced, EmperorIncomePaid, HarkonnenBonusResolved,
-            AmbassadorEntryClosed, WormResumed, AmbassadorCohortDrawn),
+            ReceiptStaged, AmbassadorEntryClosed, WormResumed, AmbassadorCohortDrawn),
     view=view_part,
     view_shapes=ViewShapes(public={"ambassador": AmbassadorsShown | None},
                            seat={"receipts": list[ReceiptShown]}),
     decisions=(AmbassadorDecision, AmbassadorCopyDecision),
     offers=(Offer("decision", answer_candidates), Offer("move", action_candidates)),
-    windows=WINDOWS,
+    windows=windows(SOURCE),
     outcomes={RoomCreated: cohort_at_creation, AmbassadorCohortDrawn: cohort_drawn},
     discloses=Disclosure(seat=own_receipts),
 )

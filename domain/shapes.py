@@ -97,6 +97,14 @@ class FreeSpicePromise(Shape):
     max: int
 
 
+class FreeAmount(Shape):
+    """A whole amount of spice from `min` to `max` (a bid, a support)."""
+
+    kind: Literal["amount"]
+    min: int
+    max: int
+
+
 class FreeCard(Shape):
     kind: Literal["card"]
     of: str  # which cards: guild_stop's, a shipping-cost card not stopped yet

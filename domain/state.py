@@ -266,8 +266,9 @@ class RoomState(Model):
     version: int = 0  # the version of the last applied event
 
     def clone(self) -> RoomState:
-        """An independent copy; dump and validate is four times faster than deepcopy."""
-        return RoomState.model_validate(self.model_dump())
+        """An independent copy, of the same class (the effects' parts included); dump
+        and validate is four times faster than deepcopy."""
+        return type(self).model_validate(self.model_dump())
 
     def seat(self, faction: str) -> Seat:
         for s in self.seats:

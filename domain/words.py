@@ -16,6 +16,8 @@ FACTIONS = {
 WINDOWS = {
     "ambassador_income": "the Emperor's income",
     "ambassador_bonus": "the Harkonnen bonus card",
+    "bidding_income": "the Emperor's income",
+    "bidding_bonus": "the Harkonnen bonus card",
     "semuta": "the Semuta Drug window",
     "gift": "a gift from Richese",
 }
@@ -35,6 +37,7 @@ STAGES = {
     "no_effect": "no effect",
     "income": "the Emperor's income",
     "bonus": "the Harkonnen bonus card",
+    "replacement": "the Ixian ally's replacement",
     "finish": "complete",
 }
 

@@ -36,8 +36,8 @@ import orjson
 
 from dune_ledger.application.audit import audit_room
 from dune_ledger.application.rooms import RoomsApp
-from dune_ledger.domain.game import EVENT_TYPES
-from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT
+from dune_ledger.domain.game import EVENT_TYPES, OPERATOR
+from dune_ledger.infrastructure.demo import AMBASSADOR_LAYOUT, BOX_LAYOUT, example
 from dune_ledger.infrastructure.keys import init_key_file
 from dune_ledger.infrastructure.storage import open_rooms
 from dune_ledger.infrastructure.transfer import export_rooms
@@ -279,9 +279,53 @@ def committed_room(app: RoomsApp) -> str:
     return room
 
 
+def bidding_round(app: RoomsApp) -> str:
+    """A six-seat Bidding round (RULES 10): Richese sells nothing, the Ixians set a card
+    aside, a Karama bid outbid, a purchase with the income and the Ixian ally's
+    replacement, one paid with an ally's support with its income and bonus, a Karama
+    buy, then everyone passes and the rest go back on the deck."""
+    room = app.create_room(example("bidding"))["room"]
+    ok(app, room, OPERATOR, {"type": "open_bidding", "order": [
+        "emperor", "atreides", "harkonnen", "ixians", "richese", "bene_gesserit"]})
+    ok(app, room, "richese", {"type": "richese_sale", "when": "none"})
+    dealt = app.seat_view(room, "ixians")["bidding"]["dealt"]
+    ok(app, room, "ixians", {"type": "ix_set_aside", "card": dealt[0]["id"], "where": "top"})
+    ok(app, room, "bene_gesserit", {"type": "bid_support", "amount": 4})
+
+    def turn() -> str:
+        return str(app.public_view(room)["bidding"]["up"]["turn"])
+
+    def pass_until_sold() -> None:
+        index = app.public_view(room)["bidding"]["up"]["index"]
+        while True:
+            ok(app, room, turn(), {"type": "pass_bid"})
+            up = (app.public_view(room)["bidding"] or {}).get("up")
+            if up is None or up["index"] != index:
+                return
+
+    ok(app, room, "emperor", {"type": "bid", "amount": 1, "karama": "karama-1"})
+    ok(app, room, "atreides", {"type": "bid", "amount": 2})
+    pass_until_sold()
+    pass_every_window(app, room)
+    decision = app.public_view(room)["decision"]
+    ok(app, room, "atreides", {"type": "ix_replace", "event": decision["event"],
+                               "accept": True})
+    ok(app, room, turn(), {"type": "pass_bid"})
+    ok(app, room, "harkonnen", {"type": "bid", "amount": 8})
+    pass_until_sold()
+    pass_every_window(app, room)
+    while turn() != "bene_gesserit":
+        ok(app, room, turn(), {"type": "pass_bid"})
+    ok(app, room, "bene_gesserit", {"type": "karama_buy", "karama": "karama-2"})
+    pass_every_window(app, room)
+    while app.public_view(room)["bidding"] is not None:
+        ok(app, room, turn(), {"type": "pass_bid"})
+    return room
+
+
 PLAYS: list[Play] = [box_room, gifts_and_distrans, truthtrance, guild, semuta, semuta_passed,
                      ambassador_purchase, ambassador_cohort, ambassador_flows, window_deadline,
-                     committed_room]
+                     committed_room, bidding_round]
 
 
 def seen(app: RoomsApp, room: str) -> dict[str, Any]:

@@ -19,7 +19,15 @@ import pytest
 
 from dune_ledger.application.rooms import RoomsApp, token_hash
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.game import Event, Tx, decide, initial_state, parse_command
+from dune_ledger.domain.game import (
+    OPERATOR,
+    Event,
+    Tx,
+    decide,
+    initial_state,
+    parse_command,
+    parse_operator_command,
+)
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.state import RoomState
 from dune_ledger.infrastructure.demo import example as example  # the one reader of examples/
@@ -79,7 +87,9 @@ def snapshot(state: RoomState) -> dict[str, Any]:
 
 def run(state: RoomState, actor: str, command: dict[str, Any],
         rng: Counting | None = None) -> Tx:
-    return decide(state, actor, parse_command(command), rng or Counting())
+    """`actor`: a seat, or OPERATOR for the operator's commands."""
+    parse = parse_operator_command if actor == OPERATOR else parse_command
+    return decide(state, actor, parse(command), rng or Counting())
 
 
 def rejected(state: RoomState, actor: str, command: dict[str, Any]) -> Rejection:

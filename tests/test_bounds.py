@@ -46,6 +46,15 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "semuta": {"event": "e1", "action": "take", "card": "crysknife"},
     "guild_stop": {"card": "karama-2"},
     "seed": {"value": "my seed 42"},
+    "bid": {"amount": 3, "karama": "karama-1"},
+    "pass_bid": {},
+    "karama_buy": {"karama": "karama-1"},
+    "bid_support": {"amount": 2},
+    "ix_set_aside": {"card": "crysknife", "where": "top"},
+    "ix_replace": {"event": "e1", "accept": True},
+    "richese_sale": {"when": "first"},
+    "richese_offer": {"card": "ornithopter", "auction": "silent"},
+    "sealed_bid": {"amount": 4},
 }
 COMMON = {"command_id": "c1", "expected_version": 3}
 

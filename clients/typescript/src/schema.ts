@@ -237,7 +237,7 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /** Action */
-        Action: components["schemas"]["ActionBeginSearch"] | components["schemas"]["ActionSelectCard"] | components["schemas"]["ActionSetAutopilot"] | components["schemas"]["ActionDiscard"] | components["schemas"]["ActionDraw"] | components["schemas"]["ActionDistrans"] | components["schemas"]["ActionOfferGift"] | components["schemas"]["ActionAnswerGift"] | components["schemas"]["ActionAskTruthtrance"] | components["schemas"]["ActionAnswerTruthtrance"] | components["schemas"]["ActionEnterTerritory"] | components["schemas"]["ActionAmbassadorDecide"] | components["schemas"]["ActionAmbassadorCopy"] | components["schemas"]["ActionRespond"] | components["schemas"]["ActionSemuta"] | components["schemas"]["ActionGuildStop"] | components["schemas"]["ActionSetSeed"];
+        Action: components["schemas"]["ActionBeginSearch"] | components["schemas"]["ActionSelectCard"] | components["schemas"]["ActionSetAutopilot"] | components["schemas"]["ActionDiscard"] | components["schemas"]["ActionDraw"] | components["schemas"]["ActionDistrans"] | components["schemas"]["ActionOfferGift"] | components["schemas"]["ActionAnswerGift"] | components["schemas"]["ActionAskTruthtrance"] | components["schemas"]["ActionAnswerTruthtrance"] | components["schemas"]["ActionEnterTerritory"] | components["schemas"]["ActionAmbassadorDecide"] | components["schemas"]["ActionAmbassadorCopy"] | components["schemas"]["ActionRespond"] | components["schemas"]["ActionSemuta"] | components["schemas"]["ActionGuildStop"] | components["schemas"]["ActionSetSeed"] | components["schemas"]["ActionBid"] | components["schemas"]["ActionPassBid"] | components["schemas"]["ActionKaramaBuy"] | components["schemas"]["ActionBidSupport"] | components["schemas"]["ActionIxSetAside"] | components["schemas"]["ActionIxReplace"] | components["schemas"]["ActionRicheseSale"] | components["schemas"]["ActionRicheseOffer"] | components["schemas"]["ActionSealedBid"];
         /** ActionAmbassadorCopy */
         ActionAmbassadorCopy: {
             /**
@@ -322,6 +322,30 @@ export interface components {
             /** Card */
             card: string;
         };
+        /** ActionBid */
+        ActionBid: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "bid";
+            /** Amount */
+            amount?: number;
+            /** Karama */
+            karama?: string | null;
+            free?: components["schemas"]["BidFree"];
+        };
+        /** ActionBidSupport */
+        ActionBidSupport: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "bid_support";
+            /** Amount */
+            amount?: number;
+            free?: components["schemas"]["BidSupportFree"];
+        };
         /** ActionDiscard */
         ActionDiscard: {
             /**
@@ -384,6 +408,43 @@ export interface components {
             card?: string;
             free?: components["schemas"]["GuildStopFree"];
         };
+        /** ActionIxReplace */
+        ActionIxReplace: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ix_replace";
+            /** Event */
+            event: string;
+            /** Accept */
+            accept: boolean;
+        };
+        /** ActionIxSetAside */
+        ActionIxSetAside: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ix_set_aside";
+            /** Card */
+            card: string;
+            /**
+             * Where
+             * @enum {string}
+             */
+            where: "top" | "bottom";
+        };
+        /** ActionKaramaBuy */
+        ActionKaramaBuy: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "karama_buy";
+            /** Karama */
+            karama: string;
+        };
         /** ActionOfferGift */
         ActionOfferGift: {
             /**
@@ -398,6 +459,14 @@ export interface components {
              * @enum {string}
              */
             to: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+        };
+        /** ActionPassBid */
+        ActionPassBid: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "pass_bid";
         };
         /** ActionRespond */
         ActionRespond: {
@@ -415,6 +484,44 @@ export interface components {
             action: "pass" | "karama";
             /** Card */
             card?: string | null;
+        };
+        /** ActionRicheseOffer */
+        ActionRicheseOffer: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "richese_offer";
+            /** Card */
+            card: string;
+            /**
+             * Auction
+             * @enum {string}
+             */
+            auction: "once_around" | "silent";
+        };
+        /** ActionRicheseSale */
+        ActionRicheseSale: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "richese_sale";
+            /**
+             * When
+             * @enum {string}
+             */
+            when: "first" | "last" | "none";
+        };
+        /** ActionSealedBid */
+        ActionSealedBid: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "sealed_bid";
+            /** Amount */
+            amount: number;
         };
         /** ActionSelectCard */
         ActionSelectCard: {
@@ -1030,6 +1137,38 @@ export interface components {
         AskTruthtranceFree: {
             question?: components["schemas"]["FreeText"];
         };
+        /** AuctionShuffled */
+        AuctionShuffled: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "AuctionShuffled";
+            /** Version */
+            version: number;
+            /** Count */
+            count: number;
+            rng?: components["schemas"]["RngShown"];
+        };
+        /** AuctionShuffledEntry */
+        AuctionShuffledEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "AuctionShuffled";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Count */
+            count: number;
+            rng?: components["schemas"]["RngShown"];
+        };
         /** AuditReport */
         AuditReport: {
             /** Room */
@@ -1094,6 +1233,265 @@ export interface components {
             type: "begin_search";
             /** Card */
             card: string;
+        };
+        /** Bid */
+        Bid: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "bid";
+            /** Amount */
+            amount: number;
+            /** Karama */
+            karama?: string | null;
+        };
+        /** BidFree */
+        BidFree: {
+            amount?: components["schemas"]["FreeAmount"];
+        };
+        /** BidPassed */
+        BidPassed: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "BidPassed";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+            /** Turn */
+            turn: string;
+        };
+        /** BidPassedEntry */
+        BidPassedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "BidPassed";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+            /** Turn */
+            turn: string;
+        };
+        /** BidPlaced */
+        BidPlaced: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "BidPlaced";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+            /** Amount */
+            amount: number;
+            /** Karama */
+            karama: boolean;
+            /** Turn */
+            turn: string;
+        };
+        /** BidPlacedEntry */
+        BidPlacedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "BidPlaced";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+            /** Amount */
+            amount: number;
+            /** Karama */
+            karama: boolean;
+            /** Turn */
+            turn: string;
+        };
+        /** BidSupport */
+        BidSupport: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "bid_support";
+            /** Amount */
+            amount: number;
+        };
+        /** BidSupportFree */
+        BidSupportFree: {
+            amount?: components["schemas"]["FreeAmount"];
+        };
+        /** BiddingBonusWindow */
+        BiddingBonusWindow: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "bidding_bonus";
+            /** Event */
+            event: string;
+            /** Name */
+            name: string;
+            /** Says */
+            says: string | null;
+            /** Passes */
+            passes: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            /** Waiting */
+            waiting: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            /** Deadline */
+            deadline: string | null;
+            /** Seconds */
+            seconds: number | null;
+            /**
+             * Stage
+             * @constant
+             */
+            stage: "bonus";
+            /**
+             * Payer
+             * @enum {string}
+             */
+            payer: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+            /**
+             * Beneficiary
+             * @enum {string}
+             */
+            beneficiary: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+        };
+        /** BiddingClosed */
+        BiddingClosed: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "BiddingClosed";
+            /** Version */
+            version: number;
+            /** Event */
+            event: string;
+        };
+        /** BiddingClosedEntry */
+        BiddingClosedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "BiddingClosed";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Event */
+            event: string;
+        };
+        /** BiddingIncomeWindow */
+        BiddingIncomeWindow: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "bidding_income";
+            /** Event */
+            event: string;
+            /** Name */
+            name: string;
+            /** Says */
+            says: string | null;
+            /** Passes */
+            passes: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            /** Waiting */
+            waiting: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            /** Deadline */
+            deadline: string | null;
+            /** Seconds */
+            seconds: number | null;
+            /**
+             * Stage
+             * @constant
+             */
+            stage: "income";
+            /**
+             * Payer
+             * @enum {string}
+             */
+            payer: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+            /** Beneficiary */
+            beneficiary: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani") | null;
+            /** Amount */
+            amount: number;
+        };
+        /** BiddingOpened */
+        BiddingOpened: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "BiddingOpened";
+            /** Version */
+            version: number;
+            /** Event */
+            event: string;
+            /** Turn */
+            turn: number;
+            /** Order */
+            order: string[];
+            /** Richese */
+            richese: boolean;
+        };
+        /** BiddingOpenedEntry */
+        BiddingOpenedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "BiddingOpened";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Event */
+            event: string;
+            /** Turn */
+            turn: number;
+            /** Order */
+            order: string[];
+            /** Richese */
+            richese: boolean;
         };
         /** BoxDiscarded */
         BoxDiscarded: {
@@ -1308,6 +1706,180 @@ export interface components {
             search: string;
             /** Seat */
             seat: string;
+        };
+        /** CardSetAside */
+        CardSetAside: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardSetAside";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+            /** Where */
+            where: string;
+        };
+        /** CardSetAsideEntry */
+        CardSetAsideEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardSetAside";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+            /** Where */
+            where: string;
+        };
+        /** CardSold */
+        CardSold: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardSold";
+            /** Version */
+            version: number;
+            /** Event */
+            event: string;
+            /** Seat */
+            seat: string;
+            /** Amount */
+            amount: number;
+            /** Karama */
+            karama: boolean;
+            /** Emperor */
+            emperor: string | null;
+        };
+        /** CardSoldEntry */
+        CardSoldEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardSold";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Event */
+            event: string;
+            /** Seat */
+            seat: string;
+            /** Amount */
+            amount: number;
+            /** Karama */
+            karama: boolean;
+            /** Emperor */
+            emperor: string | null;
+        };
+        /** CardUp */
+        CardUp: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardUp";
+            /** Version */
+            version: number;
+            /** Index */
+            index: number;
+            /** Starter */
+            starter: string;
+        };
+        /** CardUpEntry */
+        CardUpEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardUp";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Index */
+            index: number;
+            /** Starter */
+            starter: string;
+        };
+        /** CardsDealt */
+        CardsDealt: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardsDealt";
+            /** Version */
+            version: number;
+            /** Count */
+            count: number;
+        };
+        /** CardsDealtEntry */
+        CardsDealtEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardsDealt";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Count */
+            count: number;
+        };
+        /** CardsReturned */
+        CardsReturned: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardsReturned";
+            /** Version */
+            version: number;
+            /** Count */
+            count: number;
+        };
+        /** CardsReturnedEntry */
+        CardsReturnedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CardsReturned";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Count */
+            count: number;
         };
         /** Check */
         Check: {
@@ -1714,6 +2286,21 @@ export interface components {
          *     projection guard withheld.
          */
         Frame: components["schemas"]["SeatView"] | components["schemas"]["PublicView"] | components["schemas"]["WithheldView"];
+        /**
+         * FreeAmount
+         * @description A whole amount of spice from `min` to `max` (a bid, a support).
+         */
+        FreeAmount: {
+            /**
+             * Kind
+             * @constant
+             */
+            kind: "amount";
+            /** Min */
+            min: number;
+            /** Max */
+            max: number;
+        };
         /** FreeCard */
         FreeCard: {
             /**
@@ -1968,6 +2555,127 @@ export interface components {
             /** Ok */
             ok: boolean;
         };
+        /** HighShown */
+        HighShown: {
+            /**
+             * Seat
+             * @enum {string}
+             */
+            seat: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+            /** Amount */
+            amount: number;
+            /** Karama */
+            karama: boolean;
+        };
+        /** IxReplace */
+        IxReplace: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ix_replace";
+            /** Event */
+            event: string;
+            /** Accept */
+            accept: boolean;
+        };
+        /** IxSetAside */
+        IxSetAside: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ix_set_aside";
+            /** Card */
+            card: string;
+            /**
+             * Where
+             * @enum {string}
+             */
+            where: "top" | "bottom";
+        };
+        /** IxiansChoosing */
+        IxiansChoosing: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "IxiansChoosing";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+        };
+        /** IxiansChoosingEntry */
+        IxiansChoosingEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "IxiansChoosing";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+        };
+        /** KaramaBought */
+        KaramaBought: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "KaramaBought";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+        };
+        /** KaramaBoughtEntry */
+        KaramaBoughtEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "KaramaBought";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+        };
+        /** KaramaBuy */
+        KaramaBuy: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "karama_buy";
+            /** Karama */
+            karama: string;
+        };
         /**
          * LastCommand
          * @description The room's last append made by a command (a token reissue is none).
@@ -2043,7 +2751,7 @@ export interface components {
             control?: components["schemas"]["Control"] | null;
         };
         /** LogEntry */
-        LogEntry: components["schemas"]["AmbassadorCohortDrawnEntry"] | components["schemas"]["AmbassadorCopiedEntry"] | components["schemas"]["AmbassadorCopyOfferedEntry"] | components["schemas"]["AmbassadorDeclinedEntry"] | components["schemas"]["AmbassadorEntryClosedEntry"] | components["schemas"]["AmbassadorNoEffectEntry"] | components["schemas"]["AmbassadorOfferedEntry"] | components["schemas"]["AmbassadorTriggeredEntry"] | components["schemas"]["AutopilotSetEntry"] | components["schemas"]["BoxDiscardedEntry"] | components["schemas"]["CardDiscardedEntry"] | components["schemas"]["CardDrawnEntry"] | components["schemas"]["CardGivenEntry"] | components["schemas"]["CardRetrievedEntry"] | components["schemas"]["DeckShuffledEntry"] | components["schemas"]["DiscardReshuffledEntry"] | components["schemas"]["EmperorIncomePaidEntry"] | components["schemas"]["FeePaidEntry"] | components["schemas"]["GiftAcceptedEntry"] | components["schemas"]["GiftDeclinedEntry"] | components["schemas"]["GiftOfferedEntry"] | components["schemas"]["HarkonnenBonusResolvedEntry"] | components["schemas"]["PileShuffledEntry"] | components["schemas"]["PromiseFulfilledEntry"] | components["schemas"]["PurchasePaidEntry"] | components["schemas"]["ReceiptAdvancedEntry"] | components["schemas"]["ReceiptStagedEntry"] | components["schemas"]["ResponseCancelledEntry"] | components["schemas"]["ResponseDeadlinePassedEntry"] | components["schemas"]["ResponsePassedEntry"] | components["schemas"]["ResponseWindowClosedEntry"] | components["schemas"]["ResponseWindowOpenedEntry"] | components["schemas"]["RoomCreatedEntry"] | components["schemas"]["RoomEndedEntry"] | components["schemas"]["SearchClosedEntry"] | components["schemas"]["SearchOpenedEntry"] | components["schemas"]["SeatSeedSetEntry"] | components["schemas"]["SeatTokenReissuedEntry"] | components["schemas"]["SemutaPassedEntry"] | components["schemas"]["SemutaReactionQueuedEntry"] | components["schemas"]["SemutaTakenEntry"] | components["schemas"]["SemutaWindowClosedEntry"] | components["schemas"]["SemutaWindowOpenedEntry"] | components["schemas"]["ShipmentStoppedEntry"] | components["schemas"]["ShippingCostRefundedEntry"] | components["schemas"]["TerritoryEnteredEntry"] | components["schemas"]["TruthtranceAnsweredEntry"] | components["schemas"]["TruthtranceAskedEntry"] | components["schemas"]["WormResumedEntry"];
+        LogEntry: components["schemas"]["AmbassadorCohortDrawnEntry"] | components["schemas"]["AmbassadorCopiedEntry"] | components["schemas"]["AmbassadorCopyOfferedEntry"] | components["schemas"]["AmbassadorDeclinedEntry"] | components["schemas"]["AmbassadorEntryClosedEntry"] | components["schemas"]["AmbassadorNoEffectEntry"] | components["schemas"]["AmbassadorOfferedEntry"] | components["schemas"]["AmbassadorTriggeredEntry"] | components["schemas"]["AuctionShuffledEntry"] | components["schemas"]["AutopilotSetEntry"] | components["schemas"]["BidPassedEntry"] | components["schemas"]["BidPlacedEntry"] | components["schemas"]["BiddingClosedEntry"] | components["schemas"]["BiddingOpenedEntry"] | components["schemas"]["BoxDiscardedEntry"] | components["schemas"]["CardDiscardedEntry"] | components["schemas"]["CardDrawnEntry"] | components["schemas"]["CardGivenEntry"] | components["schemas"]["CardRetrievedEntry"] | components["schemas"]["CardSetAsideEntry"] | components["schemas"]["CardSoldEntry"] | components["schemas"]["CardUpEntry"] | components["schemas"]["CardsDealtEntry"] | components["schemas"]["CardsReturnedEntry"] | components["schemas"]["DeckShuffledEntry"] | components["schemas"]["DiscardReshuffledEntry"] | components["schemas"]["EmperorIncomePaidEntry"] | components["schemas"]["FeePaidEntry"] | components["schemas"]["GiftAcceptedEntry"] | components["schemas"]["GiftDeclinedEntry"] | components["schemas"]["GiftOfferedEntry"] | components["schemas"]["HarkonnenBonusResolvedEntry"] | components["schemas"]["IxiansChoosingEntry"] | components["schemas"]["KaramaBoughtEntry"] | components["schemas"]["PileShuffledEntry"] | components["schemas"]["PromiseFulfilledEntry"] | components["schemas"]["PurchasePaidEntry"] | components["schemas"]["ReceiptAdvancedEntry"] | components["schemas"]["ReceiptStagedEntry"] | components["schemas"]["ReplacementDecidedEntry"] | components["schemas"]["ReplacementOfferedEntry"] | components["schemas"]["ResponseCancelledEntry"] | components["schemas"]["ResponseDeadlinePassedEntry"] | components["schemas"]["ResponsePassedEntry"] | components["schemas"]["ResponseWindowClosedEntry"] | components["schemas"]["ResponseWindowOpenedEntry"] | components["schemas"]["RicheseSaleChosenEntry"] | components["schemas"]["RoomCreatedEntry"] | components["schemas"]["RoomEndedEntry"] | components["schemas"]["SearchClosedEntry"] | components["schemas"]["SearchOpenedEntry"] | components["schemas"]["SeatSeedSetEntry"] | components["schemas"]["SeatTokenReissuedEntry"] | components["schemas"]["SemutaPassedEntry"] | components["schemas"]["SemutaReactionQueuedEntry"] | components["schemas"]["SemutaTakenEntry"] | components["schemas"]["SemutaWindowClosedEntry"] | components["schemas"]["SemutaWindowOpenedEntry"] | components["schemas"]["ShipmentStoppedEntry"] | components["schemas"]["ShippingCostRefundedEntry"] | components["schemas"]["SupportSetEntry"] | components["schemas"]["TerritoryEnteredEntry"] | components["schemas"]["TruthtranceAnsweredEntry"] | components["schemas"]["TruthtranceAskedEntry"] | components["schemas"]["WormResumedEntry"];
         /** Me */
         Me: {
             /**
@@ -2097,10 +2805,24 @@ export interface components {
              */
             to: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
         };
+        /** OpenBidding */
+        OpenBidding: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "open_bidding";
+            /** Order */
+            order: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+        };
         /** OpenDecision */
-        OpenDecision: components["schemas"]["SearchDecision"] | components["schemas"]["AmbassadorDecision"] | components["schemas"]["AmbassadorCopyDecision"];
+        OpenDecision: components["schemas"]["SearchDecision"] | components["schemas"]["ReplacementDecision"] | components["schemas"]["AmbassadorDecision"] | components["schemas"]["AmbassadorCopyDecision"];
         /** OpenWindow */
-        OpenWindow: components["schemas"]["GiftWindow"] | components["schemas"]["AmbassadorIncomeWindow"] | components["schemas"]["AmbassadorBonusWindow"] | components["schemas"]["SemutaWindow"];
+        OpenWindow: components["schemas"]["GiftWindow"] | components["schemas"]["AmbassadorIncomeWindow"] | components["schemas"]["AmbassadorBonusWindow"] | components["schemas"]["SemutaWindow"] | components["schemas"]["BiddingIncomeWindow"] | components["schemas"]["BiddingBonusWindow"];
         /** OtherSeat */
         OtherSeat: {
             /**
@@ -2114,6 +2836,18 @@ export interface components {
             ally: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani") | null;
             /** Autopilot */
             autopilot: string | null;
+        };
+        /** PassBid */
+        PassBid: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "pass_bid";
         };
         /** Pile */
         Pile: {
@@ -2198,7 +2932,7 @@ export interface components {
             box: string;
         };
         /** PublicEvent */
-        PublicEvent: components["schemas"]["AmbassadorCohortDrawn"] | components["schemas"]["AmbassadorCopied"] | components["schemas"]["AmbassadorCopyOffered"] | components["schemas"]["AmbassadorDeclined"] | components["schemas"]["AmbassadorEntryClosed"] | components["schemas"]["AmbassadorNoEffect"] | components["schemas"]["AmbassadorOffered"] | components["schemas"]["AmbassadorTriggered"] | components["schemas"]["AutopilotSet"] | components["schemas"]["BoxDiscarded"] | components["schemas"]["CardDiscarded"] | components["schemas"]["CardDrawn"] | components["schemas"]["CardGiven"] | components["schemas"]["CardRetrieved"] | components["schemas"]["DeckShuffled"] | components["schemas"]["DiscardReshuffled"] | components["schemas"]["EmperorIncomePaid"] | components["schemas"]["FeePaid"] | components["schemas"]["GiftAccepted"] | components["schemas"]["GiftDeclined"] | components["schemas"]["GiftOffered"] | components["schemas"]["HarkonnenBonusResolved"] | components["schemas"]["PileShuffled"] | components["schemas"]["PromiseFulfilled"] | components["schemas"]["PurchasePaid"] | components["schemas"]["ReceiptAdvanced"] | components["schemas"]["ReceiptStaged"] | components["schemas"]["ResponseCancelled"] | components["schemas"]["ResponseDeadlinePassed"] | components["schemas"]["ResponsePassed"] | components["schemas"]["ResponseWindowClosed"] | components["schemas"]["ResponseWindowOpened"] | components["schemas"]["RoomCreated"] | components["schemas"]["RoomEnded"] | components["schemas"]["SearchClosed"] | components["schemas"]["SearchOpened"] | components["schemas"]["SeatSeedSet"] | components["schemas"]["SeatTokenReissued"] | components["schemas"]["SemutaPassed"] | components["schemas"]["SemutaReactionQueued"] | components["schemas"]["SemutaTaken"] | components["schemas"]["SemutaWindowClosed"] | components["schemas"]["SemutaWindowOpened"] | components["schemas"]["ShipmentStopped"] | components["schemas"]["ShippingCostRefunded"] | components["schemas"]["TerritoryEntered"] | components["schemas"]["TruthtranceAnswered"] | components["schemas"]["TruthtranceAsked"] | components["schemas"]["WormResumed"];
+        PublicEvent: components["schemas"]["AmbassadorCohortDrawn"] | components["schemas"]["AmbassadorCopied"] | components["schemas"]["AmbassadorCopyOffered"] | components["schemas"]["AmbassadorDeclined"] | components["schemas"]["AmbassadorEntryClosed"] | components["schemas"]["AmbassadorNoEffect"] | components["schemas"]["AmbassadorOffered"] | components["schemas"]["AmbassadorTriggered"] | components["schemas"]["AuctionShuffled"] | components["schemas"]["AutopilotSet"] | components["schemas"]["BidPassed"] | components["schemas"]["BidPlaced"] | components["schemas"]["BiddingClosed"] | components["schemas"]["BiddingOpened"] | components["schemas"]["BoxDiscarded"] | components["schemas"]["CardDiscarded"] | components["schemas"]["CardDrawn"] | components["schemas"]["CardGiven"] | components["schemas"]["CardRetrieved"] | components["schemas"]["CardSetAside"] | components["schemas"]["CardSold"] | components["schemas"]["CardUp"] | components["schemas"]["CardsDealt"] | components["schemas"]["CardsReturned"] | components["schemas"]["DeckShuffled"] | components["schemas"]["DiscardReshuffled"] | components["schemas"]["EmperorIncomePaid"] | components["schemas"]["FeePaid"] | components["schemas"]["GiftAccepted"] | components["schemas"]["GiftDeclined"] | components["schemas"]["GiftOffered"] | components["schemas"]["HarkonnenBonusResolved"] | components["schemas"]["IxiansChoosing"] | components["schemas"]["KaramaBought"] | components["schemas"]["PileShuffled"] | components["schemas"]["PromiseFulfilled"] | components["schemas"]["PurchasePaid"] | components["schemas"]["ReceiptAdvanced"] | components["schemas"]["ReceiptStaged"] | components["schemas"]["ReplacementDecided"] | components["schemas"]["ReplacementOffered"] | components["schemas"]["ResponseCancelled"] | components["schemas"]["ResponseDeadlinePassed"] | components["schemas"]["ResponsePassed"] | components["schemas"]["ResponseWindowClosed"] | components["schemas"]["ResponseWindowOpened"] | components["schemas"]["RicheseSaleChosen"] | components["schemas"]["RoomCreated"] | components["schemas"]["RoomEnded"] | components["schemas"]["SearchClosed"] | components["schemas"]["SearchOpened"] | components["schemas"]["SeatSeedSet"] | components["schemas"]["SeatTokenReissued"] | components["schemas"]["SemutaPassed"] | components["schemas"]["SemutaReactionQueued"] | components["schemas"]["SemutaTaken"] | components["schemas"]["SemutaWindowClosed"] | components["schemas"]["SemutaWindowOpened"] | components["schemas"]["ShipmentStopped"] | components["schemas"]["ShippingCostRefunded"] | components["schemas"]["SupportSet"] | components["schemas"]["TerritoryEntered"] | components["schemas"]["TruthtranceAnswered"] | components["schemas"]["TruthtranceAsked"] | components["schemas"]["WormResumed"];
         /**
          * PublicKey
          * @description The server's public signing key (INTERFACE "Audit"), as `keys show` prints it.
@@ -2246,6 +2980,7 @@ export interface components {
             ambassador: components["schemas"]["AmbassadorsShown"] | null;
             semuta: components["schemas"]["SemutaShown"] | null;
             fairness: components["schemas"]["FairnessShown"];
+            bidding: components["schemas"]["RoundShown"] | null;
             /** Seats */
             seats: components["schemas"]["OtherSeat"][];
         };
@@ -2407,6 +3142,97 @@ export interface components {
             emperor: string | null;
             /** Stage */
             stage: string;
+        };
+        /** ReplacementDecided */
+        ReplacementDecided: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ReplacementDecided";
+            /** Version */
+            version: number;
+            /** Event */
+            event: string;
+            /** Seat */
+            seat: string;
+            /** Accept */
+            accept: boolean;
+        };
+        /** ReplacementDecidedEntry */
+        ReplacementDecidedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ReplacementDecided";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Event */
+            event: string;
+            /** Seat */
+            seat: string;
+            /** Accept */
+            accept: boolean;
+        };
+        /** ReplacementDecision */
+        ReplacementDecision: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "ix_replace";
+            /** Event */
+            event: string;
+            /**
+             * Player
+             * @enum {string}
+             */
+            player: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+        };
+        /** ReplacementOffered */
+        ReplacementOffered: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ReplacementOffered";
+            /** Version */
+            version: number;
+            /** Event */
+            event: string;
+            /** Decision */
+            decision: string;
+            /** Player */
+            player: string;
+        };
+        /** ReplacementOfferedEntry */
+        ReplacementOfferedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ReplacementOffered";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Event */
+            event: string;
+            /** Decision */
+            decision: string;
+            /** Player */
+            player: string;
         };
         /** ReservationLayout */
         ReservationLayout: {
@@ -2676,6 +3502,76 @@ export interface components {
             /** Amount */
             amount?: number;
         };
+        /** RicheseOffer */
+        RicheseOffer: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "richese_offer";
+            /** Card */
+            card: string;
+            /**
+             * Auction
+             * @enum {string}
+             */
+            auction: "once_around" | "silent";
+        };
+        /** RicheseSale */
+        RicheseSale: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "richese_sale";
+            /**
+             * When
+             * @enum {string}
+             */
+            when: "first" | "last" | "none";
+        };
+        /** RicheseSaleChosen */
+        RicheseSaleChosen: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "RicheseSaleChosen";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+            /** When */
+            when: string;
+        };
+        /** RicheseSaleChosenEntry */
+        RicheseSaleChosenEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "RicheseSaleChosen";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+            /** When */
+            when: string;
+        };
         /**
          * RngShown
          * @description An outcome's public `rng` (RULES 9.5).
@@ -2802,6 +3698,42 @@ export interface components {
              * @description a damaged room only (its stored stream does not verify): what is wrong, for the operator
              */
             damaged?: string | null;
+        };
+        /** RoundShown */
+        RoundShown: {
+            /** Order */
+            order: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            /** Eligible */
+            eligible: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            /** Stage */
+            stage: string;
+            /** Cards Left */
+            cards_left: number;
+            /** Support */
+            support: {
+                [key: string]: number;
+            };
+            up: components["schemas"]["UpShown"] | null;
+            /** Sale */
+            sale: {
+                [key: string]: unknown;
+            } | null;
+            /** Dealt */
+            dealt?: components["schemas"]["CardFace"][] | null;
+        };
+        /** SealedBid */
+        SealedBid: {
+            /** Command Id */
+            command_id?: string | null;
+            /** Expected Version */
+            expected_version?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "sealed_bid";
+            /** Amount */
+            amount: number;
         };
         /** SearchClosed */
         SearchClosed: {
@@ -3008,6 +3940,7 @@ export interface components {
             ambassador: components["schemas"]["AmbassadorsShown"] | null;
             semuta: components["schemas"]["SemutaSeatShown"] | null;
             fairness: components["schemas"]["FairnessShown"];
+            bidding: components["schemas"]["RoundShown"] | null;
             /** Seats */
             seats: components["schemas"]["OtherSeat"][];
             nullentropy: components["schemas"]["BoxShown"] | null;
@@ -3425,6 +4358,44 @@ export interface components {
             /** Spice */
             spice: number;
         };
+        /** SupportSet */
+        SupportSet: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SupportSet";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+            /** Ally */
+            ally: string;
+            /** Amount */
+            amount: number;
+        };
+        /** SupportSetEntry */
+        SupportSetEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SupportSet";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+            /** Ally */
+            ally: string;
+            /** Amount */
+            amount: number;
+        };
         /** TerritoryEntered */
         TerritoryEntered: {
             /**
@@ -3555,6 +4526,25 @@ export interface components {
             /** Question */
             question: string;
         };
+        /** UpShown */
+        UpShown: {
+            /** Index */
+            index: number;
+            /**
+             * Starter
+             * @enum {string}
+             */
+            starter: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+            /**
+             * Turn
+             * @enum {string}
+             */
+            turn: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+            high: components["schemas"]["HighShown"] | null;
+            /** Passed */
+            passed: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            card?: components["schemas"]["CardFace"] | null;
+        };
         /**
          * WithheldEntry
          * @description A log entry the projection guard withheld (it would have shown a hidden card).
@@ -3628,9 +4618,9 @@ export interface components {
             /** Territory */
             territory: string;
         };
-        SeatCommand: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"];
-        OperatorCommand: components["schemas"]["EndRoom"];
-        Command: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"] | components["schemas"]["EndRoom"];
+        SeatCommand: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"] | components["schemas"]["Bid"] | components["schemas"]["PassBid"] | components["schemas"]["KaramaBuy"] | components["schemas"]["BidSupport"] | components["schemas"]["IxSetAside"] | components["schemas"]["IxReplace"] | components["schemas"]["RicheseSale"] | components["schemas"]["RicheseOffer"] | components["schemas"]["SealedBid"];
+        OperatorCommand: components["schemas"]["EndRoom"] | components["schemas"]["OpenBidding"];
+        Command: components["schemas"]["BeginSearch"] | components["schemas"]["SelectCard"] | components["schemas"]["SetAutopilot"] | components["schemas"]["Discard"] | components["schemas"]["Draw"] | components["schemas"]["Distrans"] | components["schemas"]["OfferGift"] | components["schemas"]["AnswerGift"] | components["schemas"]["AskTruthtrance"] | components["schemas"]["AnswerTruthtrance"] | components["schemas"]["EnterTerritory"] | components["schemas"]["AmbassadorDecide"] | components["schemas"]["AmbassadorCopy"] | components["schemas"]["Respond"] | components["schemas"]["Semuta"] | components["schemas"]["GuildStop"] | components["schemas"]["SetSeed"] | components["schemas"]["Bid"] | components["schemas"]["PassBid"] | components["schemas"]["KaramaBuy"] | components["schemas"]["BidSupport"] | components["schemas"]["IxSetAside"] | components["schemas"]["IxReplace"] | components["schemas"]["RicheseSale"] | components["schemas"]["RicheseOffer"] | components["schemas"]["SealedBid"] | components["schemas"]["EndRoom"] | components["schemas"]["OpenBidding"];
     };
     responses: never;
     parameters: never;

@@ -1,0 +1,867 @@
+"""The Bidding round (RULES 10): the auction where most Treachery cards and spice
+change hands.
+
+The flow of one round, every step an event:
+
+    open_bidding (operator) -> BiddingOpened
+      Richese with a cache card: its answer first (richese_sale)
+      -> CardsDealt (one card per eligible seat, one more with the Ixians seated)
+      Ixians seated: ix_set_aside -> CardSetAside, AuctionShuffled
+      -> CardUp -> bid / pass_bid / karama_buy ... -> CardSold -> the purchase's
+         child stages (domain/purchase.py: income, bonus, replacement) -> CardUp ...
+      everyone passed: CardsReturned; the auction empty: BiddingClosed
+
+The round lives in its own part of the state (`ROUND`), not in `state.control`: a
+Box search opened during a round leaves it where it was, and the payment's windows
+and decisions are `state.control`'s, which a search saves and restores.
+
+Hidden information (RULES 10.6): the auction's cards are nobody's to see named, but
+the Atreides seat's for the card up for bid and the Ixians' while they choose. Bids,
+passes, the high bidder, the turn and the support set are public; a bid's refusal
+reads only the bidder's own spice and reservations and the public support.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from dune_ledger.domain import commands as c
+from dune_ledger.domain import purchase
+from dune_ledger.domain.catalog import CARDS, Faction
+from dune_ledger.domain.commands import SPICE_MAX, Amount, CardId, Command
+from dune_ledger.domain.custody import DiscardReshuffled, check_own_card, discard_card, shuffle_late
+from dune_ledger.domain.effect import Disclosure, Effect, Offer, Part, ViewShapes
+from dune_ledger.domain.errors import Rejection
+from dune_ledger.domain.events import RNG_SHOWN, Event, RngField, rng_public
+from dune_ledger.domain.responses import karama_cards
+from dune_ledger.domain.rules import Tx
+from dune_ledger.domain.shapes import CardFace, FreeAmount, Shape
+from dune_ledger.domain.state import Commitment, Model, Receipt, Reservation, RoomState
+from dune_ledger.domain.words import faction
+
+BIDDING_PHASE = 4
+ATREIDES = "atreides"
+IXIANS = "ixians"
+RICHESE = "richese"
+EMPEROR = "emperor"
+SUPPORT = "bid_support"  # the reason of a support's reservation
+KARAMA_BID = "karama_bid"  # the kind of a Karama's commitment while its bid stands
+
+
+# --- the state --------------------------------------------------------------------
+
+
+class High(Model):
+    seat: str
+    amount: int
+    karama: str | None = None  # the Karama committed to the bid: private to the bidder
+
+
+class Up(Model):
+    """The card up for bid (the first of the auction)."""
+
+    index: int  # counted from 1 over the round
+    starter: str
+    turn: str
+    high: High | None = None
+    passed: list[str] = Field(default_factory=list)  # since the last bid
+
+
+class Round(Model):
+    event: str  # BiddingOpened's id
+    order: list[str]
+    # richese: waiting for Richese's answer; ixians: for the Ixians' choice; bidding:
+    # a card is up; payment: a purchase's child stages are running.
+    stage: Literal["richese", "ixians", "bidding", "payment"]
+    auction: list[str] = Field(default_factory=list)  # top (the card up) first
+    dealt: list[str] = Field(default_factory=list)  # what the Ixians choose from
+    up: Up | None = None
+    index: int = 0  # cards put up so far
+    starter: str | None = None  # the last card's starter
+    support: dict[str, int] = Field(default_factory=dict)  # supporter -> amount set
+    spent: dict[str, int] = Field(default_factory=dict)  # supporter -> paid from it
+    receipt: str | None = None  # the purchase being paid
+
+
+class Bidding(Model):
+    turn: int  # the turn the last round was opened in: one round a turn
+    round: Round | None = None
+
+
+ROUND = Part("bidding", Bidding)
+
+
+def round_of(state: RoomState) -> Round | None:
+    b = ROUND.of(state)
+    return None if b is None else b.round
+
+
+def _round(state: RoomState) -> Round:
+    r = round_of(state)
+    assert r is not None
+    return r
+
+
+def eligible(state: RoomState, seat: str) -> bool:
+    """RULES 10.1: below its hand limit (a public count)."""
+    s = state.seat(seat)
+    return len(s.hand) < s.limit
+
+
+def eligible_seats(state: RoomState, order: list[str]) -> list[str]:
+    return [f for f in order if eligible(state, f)]
+
+
+def next_eligible(state: RoomState, order: list[str], after: str) -> str | None:
+    """The first eligible seat after `after` in `order`, round the table (`after`
+    itself last)."""
+    i = order.index(after)
+    for f in order[i + 1:] + order[:i + 1]:
+        if eligible(state, f):
+            return f
+    return None
+
+
+def can_pay(state: RoomState, seat: str) -> int:
+    """What a seat can bid: its own spice less its reservations, plus the support its
+    ally set and has not spent (public, and the bidder's own purchases)."""
+    r = _round(state)
+    support = sum(amount - r.spent.get(s, 0) for s, amount in r.support.items()
+                  if state.seat(s).ally == seat)
+    return max(0, state.free_spice(seat)) + max(0, support)
+
+
+# --- commands -----------------------------------------------------------------------
+
+
+class OpenBidding(Command):
+    type: Literal["open_bidding"]
+    order: Annotated[list[Faction], Field(min_length=1, max_length=12)]
+
+
+class Bid(Command):
+    written = {"amount": FreeAmount}
+    type: Literal["bid"]
+    amount: Annotated[int, Field(ge=1, le=SPICE_MAX)]
+    karama: CardId | None = None
+
+
+class PassBid(Command):
+    type: Literal["pass_bid"]
+
+
+class KaramaBuy(Command):
+    type: Literal["karama_buy"]
+    karama: CardId
+
+
+class BidSupport(Command):
+    written = {"amount": FreeAmount}
+    type: Literal["bid_support"]
+    amount: Amount
+
+
+class IxSetAside(Command):
+    type: Literal["ix_set_aside"]
+    card: CardId
+    where: Literal["top", "bottom"]
+
+
+class IxReplace(Command):
+    type: Literal["ix_replace"]
+    event: c.EventId
+    accept: bool
+
+
+class RicheseSale(Command):
+    type: Literal["richese_sale"]
+    when: Literal["first", "last", "none"]
+
+
+class RicheseOffer(Command):
+    type: Literal["richese_offer"]
+    card: CardId
+    auction: Literal["once_around", "silent"]
+
+
+class SealedBid(Command):
+    type: Literal["sealed_bid"]
+    amount: Amount
+
+
+def open_bidding(tx: Tx, actor: str, cmd: OpenBidding) -> None:
+    state = tx.state
+    seats = [s.faction for s in state.seats]
+    if sorted(cmd.order) != sorted(seats) or len(set(cmd.order)) != len(cmd.order):
+        raise Rejection("invalid_command", "order must name every seat of the room once")
+    if state.phase != BIDDING_PHASE:
+        raise Rejection("not_eligible", "a round is opened in the Bidding phase (4)")
+    b = ROUND.of(state)
+    if b is not None and b.round is not None:
+        raise Rejection("not_eligible", "a bidding round is already open")
+    if b is not None and b.turn == state.turn:
+        raise Rejection("not_eligible", "a bidding round was already opened this turn")
+    if state.control.decision is not None or state.control.response is not None:
+        raise Rejection("decision_pending", "the game is waiting for another decision")
+    waits = state.has_seat(RICHESE) and bool(state.cache)
+    tx.emit(BiddingOpened(event=tx.next_event_id(), turn=state.turn, order=list(cmd.order),
+                          richese=waits))
+    if not waits:
+        _deal(tx, sale=False)
+
+
+def _deal(tx: Tx, *, sale: bool) -> None:
+    """RULES 10.1: one card per eligible seat (less one for a cache sale), one more with
+    the Ixians seated; the pile is shuffled into an empty deck as on any draw."""
+    state = tx.state
+    r = _round(state)
+    count = len(eligible_seats(state, r.order)) - (1 if sale else 0)
+    ixians = state.has_seat(IXIANS) and count > 0
+    need = count + (1 if ixians else 0)
+    while need > 0:
+        if not tx.state.deck:
+            if not tx.state.discard:
+                break
+            order = tx.shuffle(list(tx.state.discard))
+            tx.emit(DiscardReshuffled(order=order, rng=tx.drawn()))
+        else:
+            shuffle_late(tx)
+        cards = tx.state.deck[:need]
+        tx.emit(CardsDealt(cards=cards))
+        need -= len(cards)
+    if ixians and len(_round(tx.state).auction) > 1:
+        tx.emit(IxiansChoosing(seat=IXIANS))
+        return
+    _next_card(tx)
+
+
+def _next_card(tx: Tx) -> None:
+    """Put the next card up, or close the round when none is left or nobody can bid."""
+    state = tx.state
+    r = _round(state)
+    if not r.auction:
+        tx.emit(BiddingClosed(event=r.event))
+        return
+    if r.starter is None:
+        start = next(iter(eligible_seats(state, r.order)), None)
+    else:
+        start = next_eligible(state, r.order, r.starter)
+    if start is None:
+        tx.emit(CardsReturned(cards=list(r.auction)))
+        tx.emit(BiddingClosed(event=r.event))
+        return
+    tx.emit(CardUp(index=r.index + 1, starter=start))
+
+
+def _my_turn(state: RoomState, actor: str) -> Up:
+    r = round_of(state)
+    if r is None:
+        raise Rejection("no_round", "no bidding round is open")
+    if r.stage != "bidding" or r.up is None:
+        raise Rejection("round_waiting", "the round is waiting: no card is up for bid now")
+    if r.up.turn != actor:
+        raise Rejection("not_your_turn", f"it is {faction(r.up.turn)}'s turn to bid")
+    return r.up
+
+
+def _check_karama(state: RoomState, actor: str, card_id: str) -> None:
+    check_own_card(state, actor, card_id)
+    if card_id not in karama_cards(state, actor):
+        raise Rejection("not_eligible", "that card does not count as a Karama")
+
+
+def bid(tx: Tx, actor: str, cmd: Bid) -> None:
+    state = tx.state
+    up = _my_turn(state, actor)
+    high = 0 if up.high is None else up.high.amount
+    if cmd.amount <= high:
+        raise Rejection("bid_too_low", f"a bid must be above the high bid of {high}")
+    if cmd.karama is not None:
+        _check_karama(state, actor, cmd.karama)
+    elif cmd.amount > can_pay(state, actor):
+        raise Rejection("insufficient_spice",
+                        "that bid is above your spice, less your reservations, plus the "
+                        "support your ally set")
+    r = _round(state)
+    after = next_eligible(state, r.order, actor)
+    tx.emit(BidPlaced(seat=actor, amount=cmd.amount, karama=cmd.karama,
+                      turn=after or actor))
+    if after == actor:  # nobody else can bid: the turn is back at the high bidder
+        _sell(tx)
+
+
+def pass_bid(tx: Tx, actor: str, cmd: PassBid) -> None:
+    state = tx.state
+    _my_turn(state, actor)
+    r = _round(state)
+    after = next_eligible(state, r.order, actor) or actor
+    tx.emit(BidPassed(seat=actor, turn=after))
+    up = _round(tx.state).up
+    assert up is not None
+    if up.high is not None:
+        if after == up.high.seat:
+            _sell(tx)
+        return
+    if all(f in up.passed for f in eligible_seats(tx.state, r.order)):
+        tx.emit(CardsReturned(cards=list(_round(tx.state).auction)))
+        tx.emit(BiddingClosed(event=r.event))
+
+
+def karama_buy(tx: Tx, actor: str, cmd: KaramaBuy) -> None:
+    state = tx.state
+    _my_turn(state, actor)
+    _check_karama(state, actor, cmd.karama)
+    tx.emit(KaramaBought(seat=actor, karama=cmd.karama))
+    _sell(tx)
+
+
+def _sell(tx: Tx) -> None:
+    """RULES 10.3: the card to the high bidder, the price to the Bank (a winning
+    Karama discarded instead), then the purchase's child stages."""
+    state = tx.state
+    r = _round(state)
+    up = r.up
+    assert up is not None and up.high is not None
+    buyer, amount, karama = up.high.seat, up.high.amount, up.high.karama
+    own = support = 0
+    supporter = None
+    if karama is None:
+        own = min(amount, max(0, state.free_spice(buyer)))
+        support = amount - own
+        if support:
+            supporter = next(s for s in r.support if state.seat(s).ally == buyer)
+    paid = 0 if karama is not None else amount
+    emperor = purchase.emperor_for(state, buyer) if paid else None
+    receipt = tx.next_event_id()
+    tx.emit(CardSold(event=receipt, seat=buyer, card=r.auction[0], amount=paid,
+                     karama=karama, own=own, support=support, supporter=supporter,
+                     emperor=emperor))
+    if karama is not None:
+        discard_card(tx, buyer, karama)
+    purchase.advance(tx, SOURCE, "purchase")
+
+
+def finish(tx: Tx) -> None:
+    """The purchase's last step: the next card comes up."""
+    r = _round(tx.state)
+    assert r.receipt is not None
+    tx.emit(purchase.ReceiptAdvanced(event=r.receipt, stage="finish"))
+    _next_card(tx)
+
+
+def current_receipt(state: RoomState) -> Receipt | None:
+    r = round_of(state)
+    return None if r is None or r.receipt is None else purchase.receipt_of(state, r.receipt)
+
+
+def replaces(state: RoomState, receipt: Receipt) -> bool:
+    """RULES 10.3, advanced: the Ixians' ally that bought may replace the card."""
+    return (state.mode == "advanced" and state.has_seat(IXIANS) and receipt.buyer != IXIANS
+            and state.seat(IXIANS).ally == receipt.buyer)
+
+
+SOURCE = purchase.Source(
+    name="bidding", income="bidding_income", bonus="bidding_bonus", current=current_receipt,
+    finish=finish, replaces=replaces)
+
+
+def bid_support(tx: Tx, actor: str, cmd: BidSupport) -> None:
+    state = tx.state
+    r = round_of(state)
+    if r is None:
+        raise Rejection("no_round", "no bidding round is open")
+    ally = state.seat(actor).ally
+    if ally is None:
+        raise Rejection("not_eligible", "only a seat with an ally supports its bids")
+    spent = r.spent.get(actor, 0)
+    held = r.support.get(actor, 0) - spent
+    if cmd.amount < spent:
+        raise Rejection("not_eligible", f"{spent} spice of your support is already spent")
+    if cmd.amount == r.support.get(actor, 0):
+        raise Rejection("unchanged", "your support is already set to that amount")
+    if cmd.amount - spent > state.free_spice(actor) + held:
+        raise Rejection("insufficient_spice", "that support is above your free spice")
+    up = r.up
+    if up is not None and up.high is not None and up.high.seat == ally \
+            and cmd.amount < r.support.get(actor, 0):
+        raise Rejection("not_eligible", "your ally holds the high bid: its support stands")
+    tx.emit(SupportSet(seat=actor, ally=ally, amount=cmd.amount))
+
+
+def ix_set_aside(tx: Tx, actor: str, cmd: IxSetAside) -> None:
+    state = tx.state
+    r = round_of(state)
+    if r is None:
+        raise Rejection("no_round", "no bidding round is open")
+    if r.stage != "ixians" or actor != IXIANS:
+        raise Rejection("not_eligible", "the Ixians set a card aside when the cards are dealt")
+    if cmd.card not in r.dealt:
+        raise Rejection("not_dealt", "that card was not dealt into the auction")
+    tx.emit(CardSetAside(seat=actor, card=cmd.card, where=cmd.where))
+    rest = list(_round(tx.state).auction)
+    order = tx.shuffle(rest)
+    tx.emit(AuctionShuffled(order=order, rng=tx.drawn()))
+    _next_card(tx)
+
+
+def richese_sale(tx: Tx, actor: str, cmd: RicheseSale) -> None:
+    state = tx.state
+    r = round_of(state)
+    if r is None:
+        raise Rejection("no_round", "no bidding round is open")
+    if r.stage != "richese" or actor != RICHESE:
+        raise Rejection("not_eligible", "Richese answers when the round opens")
+    if cmd.when != "none":
+        raise Rejection("not_implemented",
+                        "Richese's cache sale (RULES 10.5) is not implemented yet: "
+                        "answer 'none'")
+    tx.emit(RicheseSaleChosen(seat=actor, when=cmd.when))
+    _deal(tx, sale=False)
+
+
+def ix_replace(tx: Tx, actor: str, cmd: IxReplace) -> None:
+    purchase.replace(tx, SOURCE, actor, cmd.event, cmd.accept)
+
+
+# --- events -------------------------------------------------------------------------
+
+
+class BiddingOpened(Event):
+    shown = ("event", "turn", "order", "richese")
+
+    event: str
+    turn: int
+    order: list[str]
+    richese: bool  # the round waits for Richese's answer on a cache sale
+
+    def apply(self, state: RoomState) -> None:
+        ROUND.set(state, Bidding(turn=self.turn, round=Round(
+            event=self.event, order=list(self.order),
+            stage="richese" if self.richese else "bidding")))
+
+    def text(self) -> str:
+        return ("The bidding round opens: " + ", ".join(faction(f) for f in self.order))
+
+
+class RicheseSaleChosen(Event):
+    shown = ("seat", "when")
+
+    seat: str
+    when: str
+
+    def apply(self, state: RoomState) -> None:
+        _round(state).stage = "bidding"
+
+    def text(self) -> str:
+        if self.when == "none":
+            return f"{faction(self.seat)} sells no cache card this round"
+        return f"{faction(self.seat)} sells a cache card {self.when} this round"
+
+
+class CardsDealt(Event):
+    """Cards dealt face down from the top of the deck into the auction: nobody's to see."""
+
+    shown_as = {"count": int}
+
+    cards: list[str]
+
+    def apply(self, state: RoomState) -> None:
+        assert state.deck[:len(self.cards)] == self.cards
+        del state.deck[:len(self.cards)]
+        _round(state).auction.extend(self.cards)
+
+    def public(self) -> dict[str, Any]:
+        return {"count": len(self.cards)}
+
+    def text(self) -> str:
+        return f"{len(self.cards)} cards were dealt face down into the auction"
+
+
+class IxiansChoosing(Event):
+    shown = ("seat",)
+
+    seat: str
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        r.stage = "ixians"
+        r.dealt = list(r.auction)
+
+    def text(self) -> str:
+        return f"The {faction(self.seat)} look at the dealt cards and set one aside"
+
+
+class CardSetAside(Event):
+    shown = ("seat", "where")
+
+    seat: str
+    card: str  # private to the Ixians
+    where: str
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        r.auction.remove(self.card)
+        r.dealt = []
+        if self.where == "top":
+            state.deck.insert(0, self.card)
+        else:
+            state.deck.append(self.card)
+
+    def text(self) -> str:
+        return f"The {faction(self.seat)} put a card on the {self.where} of the deck"
+
+
+class AuctionShuffled(Event):
+    """The cards left after the Ixians' choice, shuffled (an outcome): private."""
+
+    shown_as = {"count": int, "rng": RNG_SHOWN}
+
+    order: list[str]
+    rng: dict[str, Any] | None = RngField
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        assert sorted(r.auction) == sorted(self.order)
+        r.auction = list(self.order)
+        r.stage = "bidding"
+
+    def public(self) -> dict[str, Any]:
+        return {"count": len(self.order), **rng_public(self.rng)}
+
+    def text(self) -> str:
+        return f"The {len(self.order)} cards of the auction were shuffled"
+
+
+class CardUp(Event):
+    shown = ("index", "starter")
+
+    index: int
+    starter: str
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        r.index, r.starter, r.stage, r.receipt = self.index, self.starter, "bidding", None
+        r.up = Up(index=self.index, starter=self.starter,
+                  turn=self.starter)
+
+    def text(self) -> str:
+        return f"Card {self.index} is up for bid: {faction(self.starter)} bids first"
+
+
+class BidPlaced(Event):
+    shown_as = {"seat": str, "amount": int, "karama": bool, "turn": str}
+
+    seat: str
+    amount: int
+    karama: str | None  # the Karama committed to the bid: private until it wins
+    turn: str  # the seat whose turn it is now
+
+    def apply(self, state: RoomState) -> None:
+        up = _round(state).up
+        assert up is not None
+        if up.high is not None and up.high.karama is not None:
+            state.commitments = [x for x in state.commitments if x.card != up.high.karama]
+        up.high = High(seat=self.seat, amount=self.amount,
+                       karama=self.karama)
+        if self.karama is not None:
+            state.commitments.append(Commitment(card=self.karama, kind=KARAMA_BID))
+        up.passed = []
+        up.turn = self.turn
+
+    def public(self) -> dict[str, Any]:
+        return {"seat": self.seat, "amount": self.amount, "karama": self.karama is not None,
+                "turn": self.turn}
+
+    def text(self) -> str:
+        with_karama = " with a Karama" if self.karama is not None else ""
+        return f"{faction(self.seat)} bid {self.amount}{with_karama}"
+
+
+class BidPassed(Event):
+    shown = ("seat", "turn")
+
+    seat: str
+    turn: str
+
+    def apply(self, state: RoomState) -> None:
+        up = _round(state).up
+        assert up is not None
+        up.passed.append(self.seat)
+        up.turn = self.turn
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} passed"
+
+
+class KaramaBought(Event):
+    """A Karama buys the card up at once, for nothing: it is the high bid now."""
+
+    shown = ("seat",)
+
+    seat: str
+    karama: str  # private until it is discarded, in this append
+
+    def apply(self, state: RoomState) -> None:
+        up = _round(state).up
+        assert up is not None
+        if up.high is not None and up.high.karama is not None:
+            state.commitments = [x for x in state.commitments if x.card != up.high.karama]
+        up.high = High(seat=self.seat, amount=0, karama=self.karama)
+        state.commitments.append(Commitment(card=self.karama, kind=KARAMA_BID))
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} buys the card with a Karama"
+
+
+class CardSold(Event):
+    """The card up goes to the buyer (private), the price to the Bank, paid from the
+    buyer's own spice first and then from its ally's support (the split private)."""
+
+    shown_as = {"event": str, "seat": str, "amount": int, "karama": bool,
+                "emperor": str | None}
+
+    event: str  # the purchase's receipt
+    seat: str
+    card: str
+    amount: int
+    karama: str | None
+    own: int
+    support: int
+    supporter: str | None
+    emperor: str | None
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        assert r.auction[0] == self.card
+        r.auction.pop(0)
+        r.up, r.stage, r.receipt = None, "payment", self.event
+        state.seat(self.seat).hand.append(self.card)
+        state.seat(self.seat).spice -= self.own
+        if self.supporter is not None:
+            state.seat(self.supporter).spice -= self.support
+            r.spent[self.supporter] = r.spent.get(self.supporter, 0) + self.support
+            for res in state.reservations:
+                if res.faction == self.supporter and res.reason == SUPPORT:
+                    res.amount -= self.support
+        state.bank += self.own + self.support
+        if self.karama is not None:
+            state.commitments = [x for x in state.commitments if x.card != self.karama]
+        state.receipts.append(Receipt(
+            event=self.event, buyer=self.seat, card=self.card,
+            amount=self.amount, emperor=self.emperor, stage="purchase"))
+
+    def public(self) -> dict[str, Any]:
+        return {"event": self.event, "seat": self.seat, "amount": self.amount,
+                "karama": self.karama is not None, "emperor": self.emperor}
+
+    def text(self) -> str:
+        if self.karama is not None:
+            return f"{faction(self.seat)} bought the card with a Karama"
+        return f"{faction(self.seat)} bought the card for {self.amount} spice"
+
+
+class CardsReturned(Event):
+    """Everyone passed: the auction's cards go back on top of the deck, in the order
+    they were dealt, the card up on top."""
+
+    shown_as = {"count": int}
+
+    cards: list[str]
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        assert r.auction == self.cards
+        state.deck[:0] = self.cards
+        r.auction, r.up = [], None
+
+    def public(self) -> dict[str, Any]:
+        return {"count": len(self.cards)}
+
+    def text(self) -> str:
+        return f"Everyone passed: {len(self.cards)} cards go back on top of the deck"
+
+
+class SupportSet(Event):
+    shown = ("seat", "ally", "amount")
+
+    seat: str
+    ally: str
+    amount: int
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        spent = r.spent.get(self.seat, 0)
+        state.reservations = [x for x in state.reservations
+                              if not (x.faction == self.seat and x.reason == SUPPORT)]
+        if self.amount:
+            r.support[self.seat] = self.amount
+            if self.amount - spent:
+                state.reservations.append(Reservation(
+                    faction=self.seat, amount=self.amount - spent,
+                    reason=SUPPORT))
+        else:
+            r.support.pop(self.seat, None)
+
+    def text(self) -> str:
+        if not self.amount:
+            return f"{faction(self.seat)} withdrew its support"
+        return f"{faction(self.seat)} supports {faction(self.ally)}'s bids with {self.amount}"
+
+
+class BiddingClosed(Event):
+    """The round is over: support released, nothing of it left but the log."""
+
+    shown = ("event",)
+
+    event: str
+
+    def apply(self, state: RoomState) -> None:
+        b = ROUND.of(state)
+        assert b is not None and b.round is not None
+        state.reservations = [x for x in state.reservations if x.reason != SUPPORT]
+        state.commitments = [x for x in state.commitments if x.kind != KARAMA_BID]
+        b.round = None
+
+    def text(self) -> str:
+        return "The bidding round is over"
+
+
+# --- the view ----------------------------------------------------------------------
+
+
+class HighShown(Shape):
+    seat: Faction
+    amount: int
+    karama: bool
+
+
+class UpShown(Shape):
+    index: int
+    starter: Faction
+    turn: Faction
+    high: HighShown | None
+    passed: list[Faction]
+    card: CardFace | None = None  # the Atreides seat's view only (prescience)
+
+
+class RoundShown(Shape):
+    order: list[Faction]
+    eligible: list[Faction]
+    stage: str
+    cards_left: int
+    support: dict[str, int]
+    up: UpShown | None
+    sale: dict[str, Any] | None
+    dealt: list[CardFace] | None = None  # the Ixians' view only, while they choose
+
+
+def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
+    r = round_of(state)
+    if r is None:
+        return {"bidding": None}
+    up = None
+    if r.up is not None:
+        high = r.up.high
+        up = {"index": r.up.index, "starter": r.up.starter, "turn": r.up.turn,
+              "high": None if high is None else {
+                  "seat": high.seat, "amount": high.amount, "karama": high.karama is not None},
+              "passed": list(r.up.passed)}
+        if seat == ATREIDES:
+            up["card"] = CARDS[r.auction[0]].public()
+    view: dict[str, Any] = {
+        "order": list(r.order), "eligible": eligible_seats(state, r.order),
+        "stage": r.stage, "cards_left": len(r.auction), "support": dict(r.support),
+        "up": up, "sale": None}
+    if seat == IXIANS and r.stage == "ixians":
+        view["dealt"] = [CARDS[x].public() for x in r.dealt]
+    return {"bidding": view}
+
+
+def seen(state: RoomState, seat: str) -> list[str]:
+    """The auction cards a seat may see named: Atreides the card up, the Ixians the
+    dealt cards while they choose."""
+    r = round_of(state)
+    if r is None:
+        return []
+    out = []
+    if seat == ATREIDES and r.up is not None and r.auction:
+        out.append(r.auction[0])
+    if seat == IXIANS and r.stage == "ixians":
+        out.extend(r.dealt)
+    return out
+
+
+def in_auction(state: RoomState, card_id: str) -> bool:
+    r = round_of(state)
+    return r is not None and card_id in r.auction
+
+
+def zones(state: RoomState) -> dict[str, list[str]]:
+    r = round_of(state)
+    return {"auction": [] if r is None else list(r.auction)}
+
+
+def shuffled(event: AuctionShuffled,
+             before: RoomState | None) -> tuple[list[str], list[str], bool]:
+    """A verifier's check of the auction's shuffle after the Ixians' choice."""
+    assert before is not None
+    return list(_round(before).auction), list(event.order), False
+
+
+# --- the actions (domain/actions.py keeps those the rules accept) ---------------------
+
+
+def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
+    r = round_of(state)
+    if r is None:
+        return
+    up = r.up
+    if r.stage == "bidding" and up is not None and up.turn == seat:
+        low = 1 + (0 if up.high is None else up.high.amount)
+        top = can_pay(state, seat)
+        if top >= low:
+            yield {"type": "bid"}, {"amount": {"kind": "amount", "min": low, "max": top}}
+        for k in karama_cards(state, seat):
+            yield ({"type": "bid", "karama": k},
+                   {"amount": {"kind": "amount", "min": low, "max": SPICE_MAX}})
+        yield {"type": "pass_bid"}, {}
+        for k in karama_cards(state, seat):
+            yield {"type": "karama_buy", "karama": k}, {}
+    if r.stage == "ixians" and seat == IXIANS:
+        for x in r.dealt:
+            for where in ("top", "bottom"):
+                yield {"type": "ix_set_aside", "card": x, "where": where}, {}
+    if r.stage == "richese" and seat == RICHESE:
+        yield {"type": "richese_sale", "when": "none"}, {}
+    me = state.seat(seat)
+    if me.ally is not None:
+        spent = r.spent.get(seat, 0)
+        top = state.free_spice(seat) + r.support.get(seat, 0)
+        yield {"type": "bid_support"}, {"amount": {"kind": "amount", "min": spent,
+                                                   "max": max(spent, top)}}
+
+
+EFFECT = Effect(
+    name="bidding",
+    order=120,
+    commands=(Bid, PassBid, KaramaBuy, BidSupport, IxSetAside, IxReplace, RicheseSale,
+              RicheseOffer, SealedBid),
+    operator=(OpenBidding,),
+    handlers={OpenBidding: open_bidding, Bid: bid, PassBid: pass_bid, KaramaBuy: karama_buy,
+              BidSupport: bid_support, IxSetAside: ix_set_aside, IxReplace: ix_replace,
+              RicheseSale: richese_sale},
+    events=(BiddingOpened, RicheseSaleChosen, CardsDealt, IxiansChoosing, CardSetAside,
+            AuctionShuffled, CardUp, BidPlaced, BidPassed, KaramaBought, CardSold,
+            CardsReturned, SupportSet, BiddingClosed),
+    part=ROUND,
+    view=view_part,
+    view_shapes=ViewShapes(public={"bidding": RoundShown | None}),
+    offers=(Offer("move", action_candidates),),
+    windows=purchase.windows(SOURCE),
+    zones=zones,
+    outcomes={AuctionShuffled: shuffled},
+    discloses=Disclosure(seat=seen, hidden=in_auction),
+)
