@@ -117,7 +117,7 @@ def test_a_round_through_the_pages(browser: Any, server: Server) -> None:
         assert "Atreides" in watcher.page.inner_text("#high-bid")
         assert "Your turn" in emperor.page.inner_text("#turn")
         # The Emperor may bid with its Karama or buy with it: offered, not sent here.
-        assert emperor.page.is_visible("text=Bid with Karama")
+        assert emperor.button("▸ Bid with Karama").is_visible()
         emperor.button("Buy it with Karama…").click()
         assert emperor.page.is_visible("#bidding .confirm")
         scan()

@@ -890,7 +890,7 @@
         }
         if (passed.has(f)) notes.push(h('span', { class: 'tag', text: 'passed' }));
         if (!eligible.has(f)) notes.push(h('span', { class: 'tag', text: 'hand full' }));
-        if (up.starter === f) notes.push(h('span', { class: 'tag', text: 'started' }));
+        if (up.starter === f) notes.push(h('span', { class: 'tag', text: 'first to bid' }));
         return h('li', { class: 'bidder f-' + f + (up.turn === f ? ' now' : ''), 'data-bidder': f },
           faction(f), ' ', notes);
       }));
@@ -935,11 +935,10 @@
         a.pass_bid.map((x) => actionButton(x, 'Pass', bids.length ? 'pass' : 'primary pass'))));
     }
     for (const x of karamaBids) {
-      parts.push(h('details', { class: 'karama-bid' }, h('summary', {
-        text: `Bid with ${cardName(x.karama)}` }),
-      h('p', { class: 'hint', text: `Any amount: ${cardName(x.karama)} is held while the bid `
-        + 'stands, goes to the discard if it wins, and then nothing is paid.' }),
-      amountControl(x, 'karama-amount-' + x.karama, 'Karama bid', 'Bid')));
+      parts.push(unfold('karama-bid:' + x.karama, `Bid with ${cardName(x.karama)}`, () => [
+        h('p', { class: 'hint', text: `Any amount: ${cardName(x.karama)} is held while the bid `
+          + 'stands, goes to the discard if it wins, and then nothing is paid.' }),
+        amountControl(x, 'karama-amount-' + x.karama, 'Karama bid', 'Bid')]));
     }
     if (a.karama_buy.length) {
       parts.push(h('div', { class: 'row wrap' }, a.karama_buy.map((x) => askFirst(x,
@@ -971,12 +970,28 @@
         [i ? ', ' : '', `${fname(f)} backs its ally's bids with ${supportAmount(n)} spice`])));
     }
     for (const x of a.bid_support) {
-      parts.push(h('details', { class: 'support' }, h('summary', { text: 'Support my ally\'s bids' }),
+      parts.push(unfold('support', 'Support my ally\'s bids', () => [
         h('p', { class: 'hint', text: 'The amount is reserved from your spice until the round '
           + 'ends; your ally pays from it only what its own spice does not cover.' }),
-        amountControl(x, 'support-amount', 'Support', 'Back with', null)));
+        amountControl(x, 'support-amount', 'Support', 'Back with', null)]));
     }
     fill('bidding', parts);
+  }
+
+  // What is used less (a Karama bid, the support) stays folded under a button until
+  // asked for, and stays open across redraws.
+  const unfolded = new Set();
+
+  function unfold(key, title, body) {
+    const open = unfolded.has(key);
+    return h('div', { class: 'unfold' },
+      h('button', { type: 'button', class: 'quiet', 'aria-expanded': open ? 'true' : 'false',
+        'data-key': 'unfold:' + key, onclick: () => {
+          if (open) unfolded.delete(key); else unfolded.add(key);
+          refocus = 'unfold:' + key;
+          render();
+        } }, (open ? '▾ ' : '▸ ') + title),
+      open ? body() : null);
   }
 
   const supportAmount = (n) => (typeof n === 'number' ? n : (n && n.amount) || 0);
