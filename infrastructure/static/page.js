@@ -807,6 +807,7 @@
     'richese_sale', 'richese_offer', 'sealed_bid'];
   const WHEN = { first: 'Sell a cache card first', last: 'Sell a cache card last',
     none: 'No cache sale this round' };
+  const SPICE_TOP = 1000000; // RULES 8's bound on any amount
   const AUCTIONS = { once_around: 'once around', silent: 'silent' };
   // What the round waits for, when no card is up.
   const STAGE = {
@@ -838,14 +839,14 @@
   // A spice amount with one less / one more beside it, and the button that sends it:
   // big enough for a thumb at 280 px. The key holds the bounds, so that an amount typed
   // under an old high bid is not kept once the high bid has moved.
-  function amountForm(action, id, title, verb, cls = 'primary') {
+  function amountForm(action, id, title, says, cls = 'primary') {
     const { free, ...command } = action;
     const { min, max } = amountOf(action);
     const key = `${keyOf(command)}:${min}:${max}`;
     const input = h('input', { id, type: 'number', min, max, step: '1', inputmode: 'numeric',
       value: String(min), required: true, 'data-key': key });
     const go = h('button', { type: 'submit', class: cls, 'data-key': key + ':send' });
-    const say = () => { go.textContent = `${verb} ${input.value || min} spice`; };
+    const say = () => { go.textContent = says(input.value || min); };
     const nudge = (by) => {
       const n = Math.min(max, Math.max(min, (Number(input.value) || min) + by));
       input.value = String(n);
@@ -853,12 +854,14 @@
     };
     input.addEventListener('input', say);
     const form = h('form', { class: 'amount' },
-      h('label', { for: id, text: `${title} (${min} to ${max} spice)` }),
+      // A bound at the top of RULES 8 (a Karama bid's) reads as no bound.
+      h('label', { for: id, text: max >= SPICE_TOP ? `${title} (${min} spice or more)`
+        : `${title} (${min} to ${max} spice)` }),
       h('div', { class: 'stepper' },
-        h('button', { type: 'button', class: 'step', 'aria-label': 'One spice less',
+        h('button', { type: 'button', class: 'step', 'aria-label': `${title}: one spice less`,
           'data-key': key + ':less', onclick: () => nudge(-1) }, '−'),
         input,
-        h('button', { type: 'button', class: 'step', 'aria-label': 'One spice more',
+        h('button', { type: 'button', class: 'step', 'aria-label': `${title}: one spice more`,
           'data-key': key + ':more', onclick: () => nudge(1) }, '+')),
       go);
     form.addEventListener('submit', (e) => {
@@ -872,9 +875,9 @@
   }
 
   // A command sent with an amount: a written one when `free` says so, else its own.
-  function amountControl(action, id, title, verb, cls) {
-    if (action.free && action.free.amount) return amountForm(action, id, title, verb, cls);
-    return actionButton(action, `${verb} ${action.amount} spice`, cls);
+  function amountControl(action, id, title, says, cls) {
+    if (action.free && action.free.amount) return amountForm(action, id, title, says, cls);
+    return actionButton(action, says(action.amount), cls);
   }
 
   function biddingSeats(b) {
@@ -931,14 +934,15 @@
     const karamaBids = a.bid.filter((x) => x.karama);
     if (bids.length || a.pass_bid.length) {
       parts.push(h('div', { class: 'bid-controls', id: 'bid-controls' },
-        bids.map((x) => amountControl(x, 'bid-amount', 'Your bid', 'Bid')),
+        bids.map((x) => amountControl(x, 'bid-amount', 'Your bid', (n) => `Bid ${n} spice`)),
         a.pass_bid.map((x) => actionButton(x, 'Pass', bids.length ? 'pass' : 'primary pass'))));
     }
     for (const x of karamaBids) {
       parts.push(unfold('karama-bid:' + x.karama, `Bid with ${cardName(x.karama)}`, () => [
         h('p', { class: 'hint', text: `Any amount: ${cardName(x.karama)} is held while the bid `
           + 'stands, goes to the discard if it wins, and then nothing is paid.' }),
-        amountControl(x, 'karama-amount-' + x.karama, 'Karama bid', 'Bid')]));
+        amountControl(x, 'karama-amount-' + x.karama, 'Karama bid',
+          (n) => `Bid ${n} with ${cardName(x.karama)}`)]));
     }
     if (a.karama_buy.length) {
       parts.push(h('div', { class: 'row wrap' }, a.karama_buy.map((x) => askFirst(x,
@@ -961,19 +965,24 @@
     if (a.richese_offer.length) parts.push(offerChoice(a.richese_offer));
     if (b && b.sale) parts.push(saleFacts(b.sale));
     for (const x of a.sealed_bid) {
-      parts.push(amountControl(x, 'sealed-amount', 'Your sealed bid', 'Seal my bid of'));
+      parts.push(amountControl(x, 'sealed-amount', 'Your sealed bid', (n) => `Seal my bid of ${n} spice`));
+    }
+    if (b && view.me && b.order.includes(view.seat) && !(b.eligible || []).includes(view.seat)) {
+      parts.push(h('p', { class: 'hint', id: 'not-eligible', text: 'Your hand is full: you do not bid '
+        + 'this round.' }));
     }
     if (b) parts.push(biddingSeats(b));
     const support = b && b.support ? Object.entries(b.support).filter(([, n]) => supportAmount(n) > 0) : [];
     if (support.length) {
-      parts.push(h('p', { id: 'support', class: 'hint' }, 'Support: ', support.map(([f, n], i) =>
-        [i ? ', ' : '', `${fname(f)} backs its ally's bids with ${supportAmount(n)} spice`])));
+      parts.push(h('p', { id: 'support', class: 'hint' }, support.map(([f, n], i) =>
+        [i ? ' ' : '', `${fname(f)} supports ${whose(allyOf(f))} bids with up to `
+          + `${supportAmount(n)} spice.`])));
     }
     for (const x of a.bid_support) {
       parts.push(unfold('support', 'Support my ally\'s bids', () => [
         h('p', { class: 'hint', text: 'The amount is reserved from your spice until the round '
           + 'ends; your ally pays from it only what its own spice does not cover.' }),
-        amountControl(x, 'support-amount', 'Support', 'Back with', null)]));
+        amountControl(x, 'support-amount', 'Support', (n) => `Support with ${n} spice`, null)]));
     }
     fill('bidding', parts);
   }
@@ -994,6 +1003,15 @@
       open ? body() : null);
   }
 
+  const allyOf = (f) => (view.me && f === view.seat ? view.me.ally
+    : (view.seats.find((s) => s.faction === f) || {}).ally);
+
+  const whose = (f) => {
+    if (!f) return 'its ally\'s';
+    if (f === view.seat) return 'your';
+    return fname(f).endsWith('s') ? `${fname(f)}'` : `${fname(f)}'s`;
+  };
+
   const supportAmount = (n) => (typeof n === 'number' ? n : (n && n.amount) || 0);
 
   // The Ixians see every dealt card and put one on the top or bottom of the deck.
@@ -1005,8 +1023,12 @@
       h('ul', { class: 'candidates', 'aria-label': 'The dealt cards' }, cards.map((c) => {
         const mineTo = setAside.filter((x) => x.card === c.id);
         const tile = cardTile(c, 'li', mineTo.length ? h('div', { class: 'row wrap' },
-          mineTo.map((x) => actionButton(x, x.where === 'top' ? `${c.name} on top`
-            : `${c.name} at the bottom`))) : null);
+          mineTo.map((x) => {
+            const button = actionButton(x, x.where === 'top' ? 'On top' : 'At the bottom');
+            button.setAttribute('aria-label', x.where === 'top' ? `${c.name} on top of the deck`
+              : `${c.name} at the bottom of the deck`);
+            return button;
+          })) : null);
         tile.classList.add('candidate');
         return tile;
       })));
