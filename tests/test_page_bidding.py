@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.page_support import Seat, Server, Watcher, at_each_width, mentions
+from tests.page_support import Seat, Server, Watcher, at_each_width, command, mentions
 
 # Three seats with room in hand: three cards dealt. The Emperor holds a Karama, so its
 # turn offers a Karama bid and a Karama buy; another seat's purchase pays the Emperor,
@@ -182,3 +183,52 @@ def test_a_round_through_the_pages(browser: Any, server: Server) -> None:
         for seat in seats.values():
             seat.close()
         watcher.close()
+
+
+def panel(page: Any) -> str:
+    """The bidding panel as drawn, without what names the room."""
+    html: str = page.eval_on_selector("#bidding", "el => el.outerHTML")
+    return html
+
+
+def test_twin_rooms_draw_the_same_panel_for_every_seat_but_atreides(browser: Any,
+                                                                    server: Server) -> None:
+    """Two rooms that differ only in the deck's order (so in the cards dealt into the
+    auction): the Emperor's and the spectators' bidding panels are the same markup,
+    step by step; the Atreides panels differ, by the card each sees."""
+    order = ["atreides", "emperor", "fremen"]
+    drawn: list[dict[str, str]] = []
+    seen: list[str] = []
+    for seed in (11, 12):
+        created = server.create({**ROUND, "seed": seed})
+        room, tokens = created["room"], created["seats"]
+        r = httpx.post(f"{server.base}/rooms/{room}/commands",
+                       json={"type": "open_bidding", "order": order})
+        assert r.json()["ok"], r.text
+        pages = {f: Seat(browser, server, room, f, tokens[f]) for f in ("atreides", "emperor")}
+        watcher = Watcher(browser, server, room, created["spectator"])
+        try:
+            seen.append(pages["atreides"].view()["bidding"]["up"]["card"]["id"])
+            steps: dict[str, str] = {}
+            for step, body in (("up", None), ("bid", {"type": "bid", "amount": 2}),
+                               ("pass", {"type": "pass_bid"})):
+                if body is not None:
+                    turn = pages["atreides"].view()["bidding"]["up"]["turn"]
+                    assert command(server, room, tokens[turn], body)["ok"]
+                for seat in pages.values():
+                    seat.settled()
+                watcher.settled()
+                steps[f"emperor-{step}"] = panel(pages["emperor"].page)
+                steps[f"spectators-{step}"] = panel(watcher.page)
+                steps[f"atreides-{step}"] = panel(pages["atreides"].page)
+            drawn.append(steps)
+        finally:
+            for seat in pages.values():
+                seat.close()
+            watcher.close()
+    assert seen[0] != seen[1]  # the rooms differ in the card up for bid
+    for key in drawn[0]:
+        if key.startswith("atreides"):
+            assert drawn[0][key] != drawn[1][key], key
+        else:
+            assert drawn[0][key] == drawn[1][key], key

@@ -170,6 +170,8 @@
   // host knows where the storm is; the page does not). One choice per place, the seats'
   // own order to start with; the server refuses an order that misses or repeats a seat.
   // What is chosen survives the list being read again every 2 s.
+  const PLACES = ['First', 'Second', 'Third', 'Fourth', 'Fifth', 'Sixth', 'Seventh', 'Eighth', 'Ninth',
+    'Tenth', 'Eleventh', 'Twelfth'];
   const orders = new Map(); // room -> the order being chosen, while its form is open
   const opening = new Map(); // room -> the command_id of its open_bidding, once pressed
 
@@ -183,7 +185,7 @@
     const order = orders.get(r.room);
     const places = order.map((f, i) => {
       const id = `order-${r.room}-${i}`;
-      return h('li', {}, h('label', { for: id, text: i === 0 ? 'First to bid' : `Then, ${i + 1}` }),
+      return h('li', {}, h('label', { for: id, text: `${PLACES[i] || i + 1} to bid` }),
         h('select', { id, 'data-key': `order:${r.room}:${i}`,
           onchange: (e) => { order[i] = e.currentTarget.value; } },
         r.seats.map((s) => h('option', { value: s, selected: s === f, text: fname(s) }))));

@@ -910,7 +910,7 @@
       const left = b.cards_left ?? 0;
       parts.push(h('p', { id: 'bidding-where' }, up
         ? `Card ${up.index} up for bid; ${plural(Math.max(0, left - 1), 'more card')} after it.`
-        : `${plural(left, 'card')} in the auction.`));
+        : `${plural(left, 'card')} left in the auction.`));
       const waiting = STAGE[b.stage];
       if (waiting) parts.push(h('p', { class: 'notice', id: 'bidding-waiting', text: waiting(b) }));
     }
@@ -919,7 +919,8 @@
       parts.push(seen
         ? cardTile(seen, 'div', h('span', { class: 'hint on-top', id: 'up-seen',
           text: 'Only you see it (prescience).' }))
-        : faceDown('face down: nobody sees it until it is bought'));
+        : faceDown(b.order.includes('atreides') ? 'face down: only Atreides sees it (prescience)'
+          : 'face down until it is bought'));
       const high = up.high;
       parts.push(h('p', { class: 'high', id: 'high-bid' }, high
         ? [h('strong', { text: `${high.amount} spice` }), ` by ${who(high.seat)}`,
