@@ -232,3 +232,86 @@ def test_twin_rooms_draw_the_same_panel_for_every_seat_but_atreides(browser: Any
             assert drawn[0][key] != drawn[1][key], key
         else:
             assert drawn[0][key] == drawn[1][key], key
+
+
+# The Ixians seated and allied to Atreides: one more card dealt for their choice, their
+# support behind Atreides' bids, and Atreides' purchase open to the ally's replacement.
+# Harkonnen's hand is full: it does not bid.
+IXIANS: dict[str, Any] = {
+    "mode": "advanced",
+    "seed": 4,
+    "bank": 500,
+    "turn": 2,
+    "phase": 4,
+    "seats": [
+        {"faction": "ixians", "spice": 12, "hand": ["karama-1"], "ally": "atreides"},
+        {"faction": "atreides", "spice": 2, "hand": [], "ally": "ixians"},
+        {"faction": "fremen", "spice": 3, "hand": ["crysknife"]},
+        {"faction": "harkonnen", "spice": 7,
+         "hand": ["shield-2", "chaumas", "stunner", "baliset", "kulon", "la-la-la",
+                  "trip-to-gamont", "lasgun"]},
+    ],
+    "discard": ["shield-1"],
+}
+
+
+def test_the_ixians_choice_support_and_replacement(browser: Any, server: Server) -> None:
+    created = server.create(IXIANS)
+    room, tokens = created["room"], created["seats"]
+    r = httpx.post(f"{server.base}/rooms/{room}/commands", json={
+        "type": "open_bidding", "order": ["ixians", "atreides", "fremen", "harkonnen"]})
+    assert r.json()["ok"], r.text
+    seats = {f: Seat(browser, server, room, f, tokens[f])
+             for f in ("ixians", "atreides", "harkonnen")}
+    ixians, atreides, harkonnen = seats["ixians"], seats["atreides"], seats["harkonnen"]
+
+    def settle() -> None:
+        for seat in seats.values():
+            seat.settled()
+            seat.assert_holds_nothing_hidden(())
+
+    try:
+        settle()
+        dealt = [c["id"] for c in ixians.view()["bidding"]["dealt"]]
+        assert len(dealt) == 4  # three seats with room, one more for the Ixians
+        drawn = ixians.page.eval_on_selector_all("#ix-choice [data-card]",
+                                                 "els => els.map(e => e.dataset.card)")
+        assert drawn == dealt
+        assert "Waiting for the Ixians" in " ".join(atreides.page.inner_text("#bidding").split())
+        assert "do not bid" in harkonnen.page.inner_text("#bidding")
+        at_each_width(ixians.page, "bidding", "5-ixians-choose")
+        name = ixians.view()["bidding"]["dealt"][0]["name"]
+        ixians.page.get_by_role("button", name=f"{name} on top of the deck").first.click()
+        settle()
+        assert not ixians.page.is_visible("#ix-choice")
+
+        # The Ixians back Atreides with 3 spice: Atreides may bid up to 2 + 3.
+        ixians.button("▸ Support my ally's bids").click()
+        at_each_width(ixians.page, "bidding", "6-support")
+        amount = ixians.page.locator("#support-amount")
+        amount.fill("3")
+        ixians.button("Support with 3 spice").click()
+        settle()
+        assert "supports your bids with up to 3 spice" in atreides.page.inner_text("#support")
+        ixians.button("Pass").click()
+        settle()
+        assert atreides.page.locator("#bid-amount").get_attribute("max") == "5"
+        atreides.page.locator("#bid-amount").fill("5")
+        atreides.button("Bid 5 spice").click()
+        settle()
+        fremen = tokens["fremen"]
+        assert command(server, room, fremen, {"type": "pass_bid"})["ok"]
+        ixians.button("Pass").click()
+        settle()
+
+        # Sold to Atreides, the Ixians' ally: keep the card or replace it.
+        assert atreides.page.is_visible("#replacement")
+        assert "Atreides may discard" in ixians.page.inner_text("#replacement")
+        assert not atreides.page.is_visible("#decision")
+        at_each_width(atreides.page, "bidding", "7-replacement")
+        atreides.button("Keep it").click()
+        settle()
+        assert not atreides.page.is_visible("#replacement")
+    finally:
+        for seat in seats.values():
+            seat.close()

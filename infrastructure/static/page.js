@@ -534,7 +534,8 @@
 
   function renderDecision(decide, copy) {
     const d = view.decision;
-    if (!d || d.kind === 'nullentropy') return fill('decision');
+    // The Ixian ally's replacement is the round's: the Bidding panel draws it.
+    if (!d || d.kind === 'nullentropy' || d.kind === 'ix_replace') return fill('decision');
     const mine = d.player === view.seat;
     fill('decision',
       h('p', {}, mine ? 'Your decision.' : `${fname(d.player)} is deciding.`),
@@ -952,11 +953,15 @@
         `Yes, spend ${cardName(x.karama)}`))));
     }
     if (b && b.dealt && b.dealt.length) parts.push(ixChoice(b.dealt, a.ix_set_aside));
+    const replacing = view.decision && view.decision.kind === 'ix_replace' ? view.decision : null;
     if (a.ix_replace.length) {
-      parts.push(h('p', { text: 'As the Ixians\' ally you may discard the card you just bought '
-        + 'and draw the top card of the deck instead.' }),
+      parts.push(h('p', { id: 'replacement', text: 'As the Ixians\' ally you may discard the card '
+        + 'you just bought and draw the top card of the deck instead.' }),
       h('div', { class: 'row wrap' }, a.ix_replace.map((x) => actionButton(x,
         x.accept ? 'Discard it and draw' : 'Keep it', x.accept ? null : 'primary'))));
+    } else if (replacing) {
+      parts.push(h('p', { class: 'notice', id: 'replacement', text: `${fname(replacing.player)} may `
+        + 'discard the card it bought and draw the top card of the deck instead.' }));
     }
     if (a.richese_sale.length) {
       parts.push(h('p', { text: 'Richese: will you sell a card of your cache this round?' }),
