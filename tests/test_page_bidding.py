@@ -292,7 +292,8 @@ def test_the_ixians_choice_support_and_replacement(browser: Any, server: Server)
         amount.fill("3")
         ixians.button("Support with 3 spice").click()
         settle()
-        assert "supports your bids with up to 3 spice" in atreides.page.inner_text("#support")
+        support = atreides.page.inner_text("#support")
+        assert "Ixians' support for your bids: up to 3 spice" in support
         ixians.button("Pass").click()
         settle()
         assert atreides.page.locator("#bid-amount").get_attribute("max") == "5"
@@ -307,6 +308,9 @@ def test_the_ixians_choice_support_and_replacement(browser: Any, server: Server)
         # Sold to Atreides, the Ixians' ally: keep the card or replace it.
         assert atreides.page.is_visible("#replacement")
         assert "Atreides may discard" in ixians.page.inner_text("#replacement")
+        # My log counts only Atreides' own spice: 2 paid, the support paid the rest.
+        assert "You bought" in atreides.page.inner_text("#mylog")
+        assert "received" not in atreides.page.inner_text("#mylog")
         assert not atreides.page.is_visible("#decision")
         at_each_width(atreides.page, "bidding", "7-replacement")
         atreides.button("Keep it").click()

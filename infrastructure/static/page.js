@@ -279,7 +279,8 @@
     for (const r of after.receipts || []) {
       const was = earlier.get(r.event);
       if (!was) {
-        paid -= r.amount;
+        // An ally's support may have paid part of the price: only my own spice counts.
+        paid -= Math.min(r.amount, Math.max(0, paid));
         taken.delete(r.card);
         lines.push(`You bought ${cardName(r.card, after)} for ${r.amount} spice`
           + (paid === 0 ? ` (${after.me.spice} left).` : '.'));
@@ -981,7 +982,7 @@
     const support = b && b.support ? Object.entries(b.support).filter(([, n]) => supportAmount(n) > 0) : [];
     if (support.length) {
       parts.push(h('p', { id: 'support', class: 'hint' }, support.map(([f, n], i) =>
-        [i ? ' ' : '', `${fname(f)} supports ${whose(allyOf(f))} bids with up to `
+        [i ? ' ' : '', `${possessive(f)} support for ${whose(allyOf(f))} bids: up to `
           + `${supportAmount(n)} spice.`])));
     }
     for (const x of a.bid_support) {
@@ -1012,11 +1013,8 @@
   const allyOf = (f) => (view.me && f === view.seat ? view.me.ally
     : (view.seats.find((s) => s.faction === f) || {}).ally);
 
-  const whose = (f) => {
-    if (!f) return 'its ally\'s';
-    if (f === view.seat) return 'your';
-    return fname(f).endsWith('s') ? `${fname(f)}'` : `${fname(f)}'s`;
-  };
+  const possessive = (f) => (fname(f).endsWith('s') ? `${fname(f)}'` : `${fname(f)}'s`);
+  const whose = (f) => (!f ? 'its ally\'s' : f === view.seat ? 'your' : possessive(f));
 
   const supportAmount = (n) => (typeof n === 'number' ? n : (n && n.amount) || 0);
 
