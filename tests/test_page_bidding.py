@@ -69,6 +69,13 @@ def test_a_round_through_the_pages(browser: Any, server: Server) -> None:
     entry.get_by_role("button", name="Open bidding…").click()
     assert host.get_by_label("First to bid", exact=True).input_value() == "atreides"
     at_each_width(host, "bidding", "0-host-order")
+    # An order that repeats a seat is refused with the server's words; nothing is stored.
+    host.get_by_label("Second to bid", exact=True).select_option("atreides")
+    entry.get_by_role("button", name="Open bidding", exact=True).click()
+    host.wait_for_selector("#error:not([hidden])")
+    assert "every seat of the room once (invalid_command)" in host.inner_text("#error")
+    assert server.get(f"/rooms/{room}/public", created["spectator"])["version"] == 1
+    host.get_by_label("Second to bid", exact=True).select_option("emperor")
     entry.get_by_role("button", name="Open bidding", exact=True).click()
     entry.locator(".last-move").filter(has_text="bidding round opens").wait_for()
     host_context.close()
