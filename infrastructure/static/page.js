@@ -419,7 +419,8 @@
   // The next thing to do: the first live control of a decision, a window, an offer, the
   // Box (in that order on the screen), else my seat, where what just changed shows.
   function focusNext() {
-    for (const id of ['bidding', 'box', 'decision', 'response', 'gift', 'truthtrance', 'semuta']) {
+    // A window or a decision waits on the round, so it comes before the Bidding panel.
+    for (const id of ['box', 'decision', 'response', 'gift', 'truthtrance', 'semuta', 'bidding']) {
       const next = document.querySelector(`#${id}:not([hidden]) button:not([disabled]):not(.step)`);
       if (next) return next.focus();
     }
