@@ -326,3 +326,34 @@ def test_the_ixians_choice_support_and_replacement(browser: Any, server: Server)
     finally:
         for seat in seats.values():
             seat.close()
+
+
+def test_the_round_waits_for_richese(browser: Any, server: Server) -> None:
+    """Richese seated with its cache: the round waits for its answer, which its page
+    offers as the server lists it; the others read what the round waits for."""
+    created = server.create({"mode": "advanced", "expansions": ["choam_richese"], "seed": 6,
+                             "turn": 2, "phase": 4,
+                             "seats": [{"faction": "richese", "spice": 8, "hand": []},
+                                       {"faction": "atreides", "spice": 8, "hand": []}]})
+    room, tokens = created["room"], created["seats"]
+    r = httpx.post(f"{server.base}/rooms/{room}/commands",
+                   json={"type": "open_bidding", "order": ["richese", "atreides"]})
+    assert r.json()["ok"], r.text
+    richese = Seat(browser, server, room, "richese", tokens["richese"])
+    atreides = Seat(browser, server, room, "atreides", tokens["atreides"])
+    try:
+        offered = {a["when"] for a in richese.view()["actions"] if a["type"] == "richese_sale"}
+        assert offered and "none" in offered
+        assert "Waiting for Richese" in atreides.page.inner_text("#bidding-waiting")
+        assert not atreides.page.is_visible("#bidding button")
+        at_each_width(richese.page, "bidding", "8-richese-answer")
+        richese.button("No cache sale this round").click()
+        for seat in (richese, atreides):
+            seat.settled()
+            seat.assert_holds_nothing_hidden(("choam_richese",))
+        assert not atreides.page.is_visible("#bidding-waiting")
+        assert up_card(atreides) == atreides.view()["bidding"]["up"]["card"]["id"]
+        assert "Your turn" in richese.page.inner_text("#turn")
+    finally:
+        richese.close()
+        atreides.close()
