@@ -814,8 +814,8 @@
   const AUCTIONS = { once_around: 'once around', silent: 'silent' };
   // What the round waits for, when no card is up.
   const STAGE = {
-    richese: () => (view.seat === 'richese' ? 'The round waits for your answer.'
-      : 'Waiting for Richese to say whether it sells a cache card.'),
+    richese: () => (view.seat === 'richese' ? 'The cards are dealt once you answer.'
+      : 'Waiting for Richese to say whether it sells a cache card; then the cards are dealt.'),
     ixians: () => (view.seat === 'ixians' ? 'The round waits for your choice.'
       : 'Waiting for the Ixians to set a dealt card aside.'),
     payment: () => 'The card is sold: its payment goes on.',
@@ -911,9 +911,11 @@
     if (b) {
       // `cards_left` counts the card up for bid too.
       const left = b.cards_left ?? 0;
-      parts.push(h('p', { id: 'bidding-where' }, up
-        ? `Card ${up.index} up for bid; ${plural(Math.max(0, left - 1), 'more card')} after it.`
-        : `${plural(left, 'card')} left in the auction.`));
+      if (up || left) {
+        parts.push(h('p', { id: 'bidding-where' }, up
+          ? `Card ${up.index} up for bid; ${plural(Math.max(0, left - 1), 'more card')} after it.`
+          : `${plural(left, 'card')} left in the auction.`));
+      }
       const waiting = STAGE[b.stage];
       if (waiting) parts.push(h('p', { class: 'notice', id: 'bidding-waiting', text: waiting(b) }));
     }
@@ -966,7 +968,7 @@
         + 'discard the card it bought and draw the top card of the deck instead.' }));
     }
     if (a.richese_sale.length) {
-      parts.push(h('p', { text: 'Richese: will you sell a card of your cache this round?' }),
+      parts.push(h('p', { text: 'Will you sell a card of your cache this round?' }),
         h('div', { class: 'row wrap' }, a.richese_sale.map((x) => actionButton(x,
           WHEN[x.when] || x.when, x.when === 'none' ? null : 'primary'))));
     }
