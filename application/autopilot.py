@@ -36,6 +36,18 @@ Profiles, each with its own preference:
 
 Every profile passes in response windows. An autopilot seat does not ask or
 answer Truthtrance questions, offer gifts or play cards of its own.
+
+In a Bidding round (RULES 10) a seat on its turn bids or passes from the `bid`
+action its view lists (the lowest bid and what it can pay) and nothing else:
+
+- easy: passes one time in two, else bids the lowest bid;
+- medium, hard, brutal: value the card up by what their view shows (Atreides the
+  card itself, the others an unseen card's worth) and bid the lowest bid while it
+  is at most that worth: half of it (medium), all of it (hard), two more (brutal).
+
+None spends a Karama on a bid. The Ixians put the dealt card worth least on the bottom
+of the deck (easy: one at random); Richese sells no cache card; the Ixians' ally
+keeps the card it bought unless it is worth less than an unseen card (hard, brutal).
 """
 
 from __future__ import annotations
@@ -61,6 +73,12 @@ EFFECT_VALUE = {"karama": 9, "lasgun": 8, "nullentropy_box": 8, "cheap_hero": 7,
                 "truthtrance": 4}
 CATEGORY_VALUE = {"weapon": 6, "defense": 5, "special": 3, "worthless": 0}
 SEMUTA_WORTH = CATEGORY_VALUE["defense"]
+# What a card nobody has seen is worth: about the deck's average by the table above.
+UNSEEN_WORTH = 4
+# The highest bid a profile makes, by what the card is worth to it.
+BID_LIMIT: dict[str, Callable[[int], int]] = {
+    "medium": lambda worth: worth // 2, "hard": lambda worth: worth,
+    "brutal": lambda worth: worth + 2}
 
 
 def value(card_id: str) -> int:
@@ -135,7 +153,43 @@ def choose(profile: str, view: View, rng: random.Random) -> Command | None:
     response = view.get("response") or {}
     if response.get("kind") not in ("semuta", "gift") and me in response.get("waiting", []):
         return {"type": "respond", "event": response["event"], "action": "pass"}
-    return None
+    return bidding_choice(profile, view, rng)
+
+
+def bidding_choice(profile: str, view: View, rng: random.Random) -> Command | None:
+    """A Bidding round's move (RULES 10), from the seat's own view and its `actions`."""
+    listed = view.get("actions") or []
+    by_type: dict[str, list[Command]] = {}
+    for action in listed:
+        by_type.setdefault(action["type"], []).append(action)
+    if "richese_sale" in by_type:
+        return {"type": "richese_sale", "when": "none"}
+    if "ix_replace" in by_type:
+        event = by_type["ix_replace"][0]["event"]
+        receipts = view.get("receipts") or []
+        bought = receipts[-1]["card"] if receipts else None
+        replace = (profile in ("hard", "brutal") and bought is not None
+                   and value(bought) < UNSEEN_WORTH) or (profile == "easy"
+                                                         and rng.random() < 0.5)
+        return {"type": "ix_replace", "event": event, "accept": replace}
+    if "ix_set_aside" in by_type:
+        dealt = [a["card"] for a in by_type["ix_set_aside"] if a["where"] == "bottom"]
+        worst = rng.choice(dealt) if profile == "easy" else min(dealt, key=value)
+        return {"type": "ix_set_aside", "card": worst, "where": "bottom"}
+    if "pass_bid" not in by_type:
+        return None
+    bid = next((a for a in by_type.get("bid", []) if "karama" not in a), None)
+    low = None if bid is None else bid["free"]["amount"]["min"]
+    if profile == "easy":
+        if low is None or rng.random() < 0.5:
+            return {"type": "pass_bid"}
+        return {"type": "bid", "amount": low}
+    up = (view.get("bidding") or {}).get("up") or {}
+    card = up.get("card")
+    worth = value(card["id"]) if card else UNSEEN_WORTH
+    if low is not None and low <= BID_LIMIT[profile](worth):
+        return {"type": "bid", "amount": low}
+    return {"type": "pass_bid"}
 
 
 def has_prompt(view: View) -> bool:

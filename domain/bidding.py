@@ -48,6 +48,7 @@ IXIANS = "ixians"
 RICHESE = "richese"
 EMPEROR = "emperor"
 SUPPORT = "bid_support"  # the reason of a support's reservation
+BID = "bid"  # the reason of a standing high bid's reservation of the bidder's own spice
 KARAMA_BID = "karama_bid"  # the kind of a Karama's commitment while its bid stands
 
 
@@ -267,6 +268,11 @@ def _my_turn(state: RoomState, actor: str) -> Up:
     return r.up
 
 
+def _room_in_hand(state: RoomState, actor: str) -> None:
+    if not eligible(state, actor):
+        raise Rejection("hand_over_limit", "your hand is full: you may only pass")
+
+
 def _check_karama(state: RoomState, actor: str, card_id: str) -> None:
     check_own_card(state, actor, card_id)
     if card_id not in karama_cards(state, actor):
@@ -276,6 +282,7 @@ def _check_karama(state: RoomState, actor: str, card_id: str) -> None:
 def bid(tx: Tx, actor: str, cmd: Bid) -> None:
     state = tx.state
     up = _my_turn(state, actor)
+    _room_in_hand(state, actor)
     high = 0 if up.high is None else up.high.amount
     if cmd.amount <= high:
         raise Rejection("bid_too_low", f"a bid must be above the high bid of {high}")
@@ -287,8 +294,11 @@ def bid(tx: Tx, actor: str, cmd: Bid) -> None:
                         "support your ally set")
     r = _round(state)
     after = next_eligible(state, r.order, actor)
+    # The bidder's own spice first, kept for the bid while it stands; its ally's support
+    # (reserved already) pays the rest.
+    own = 0 if cmd.karama is not None else min(cmd.amount, max(0, state.free_spice(actor)))
     tx.emit(BidPlaced(seat=actor, amount=cmd.amount, karama=cmd.karama,
-                      turn=after or actor))
+                      turn=after or actor, reserved=own))
     if after == actor:  # nobody else can bid: the turn is back at the high bidder
         _sell(tx)
 
@@ -313,6 +323,7 @@ def pass_bid(tx: Tx, actor: str, cmd: PassBid) -> None:
 def karama_buy(tx: Tx, actor: str, cmd: KaramaBuy) -> None:
     state = tx.state
     _my_turn(state, actor)
+    _room_in_hand(state, actor)
     _check_karama(state, actor, cmd.karama)
     tx.emit(KaramaBought(seat=actor, karama=cmd.karama))
     _sell(tx)
@@ -329,10 +340,11 @@ def _sell(tx: Tx) -> None:
     own = support = 0
     supporter = None
     if karama is None:
-        own = min(amount, max(0, state.free_spice(buyer)))
-        support = amount - own
-        if support:
-            supporter = next(s for s in r.support if state.seat(s).ally == buyer)
+        own = sum(x.amount for x in state.reservations if x.faction == buyer and x.reason == BID)
+        ally = next((s for s in r.support if state.seat(s).ally == buyer), None)
+        if ally is not None and amount > own:
+            supporter = ally
+            support = min(amount - own, r.support[ally] - r.spent.get(ally, 0))
     paid = 0 if karama is not None else amount
     emperor = purchase.emperor_for(state, buyer) if paid else None
     receipt = tx.next_event_id()
@@ -551,6 +563,15 @@ class CardUp(Event):
         return f"Card {self.index} is up for bid: {faction(self.starter)} bids first"
 
 
+def _release(state: RoomState, up: Up) -> None:
+    """An outbid high bid frees what it held: its Karama, its spice."""
+    if up.high is None:
+        return
+    state.commitments = [x for x in state.commitments if x.card != up.high.karama]
+    state.reservations = [x for x in state.reservations
+                          if not (x.faction == up.high.seat and x.reason == BID)]
+
+
 class BidPlaced(Event):
     shown_as = {"seat": str, "amount": int, "karama": bool, "turn": str}
 
@@ -558,12 +579,15 @@ class BidPlaced(Event):
     amount: int
     karama: str | None  # the Karama committed to the bid: private until it wins
     turn: str  # the seat whose turn it is now
+    reserved: int  # the bidder's own spice kept for the bid: private
 
     def apply(self, state: RoomState) -> None:
         up = _round(state).up
         assert up is not None
-        if up.high is not None and up.high.karama is not None:
-            state.commitments = [x for x in state.commitments if x.card != up.high.karama]
+        _release(state, up)
+        if self.reserved:
+            state.reservations.append(Reservation(faction=self.seat, amount=self.reserved,
+                                                  reason=BID))
         up.high = High(seat=self.seat, amount=self.amount,
                        karama=self.karama)
         if self.karama is not None:
@@ -607,8 +631,7 @@ class KaramaBought(Event):
     def apply(self, state: RoomState) -> None:
         up = _round(state).up
         assert up is not None
-        if up.high is not None and up.high.karama is not None:
-            state.commitments = [x for x in state.commitments if x.card != up.high.karama]
+        _release(state, up)
         up.high = High(seat=self.seat, amount=0, karama=self.karama)
         state.commitments.append(Commitment(card=self.karama, kind=KARAMA_BID))
 
@@ -640,6 +663,8 @@ class CardSold(Event):
         r.up, r.stage, r.receipt = None, "payment", self.event
         state.seat(self.seat).hand.append(self.card)
         state.seat(self.seat).spice -= self.own
+        state.reservations = [x for x in state.reservations
+                              if not (x.faction == self.seat and x.reason == BID)]
         if self.supporter is not None:
             state.seat(self.supporter).spice -= self.support
             r.spent[self.supporter] = r.spent.get(self.supporter, 0) + self.support
@@ -721,7 +746,7 @@ class BiddingClosed(Event):
     def apply(self, state: RoomState) -> None:
         b = ROUND.of(state)
         assert b is not None and b.round is not None
-        state.reservations = [x for x in state.reservations if x.reason != SUPPORT]
+        state.reservations = [x for x in state.reservations if x.reason not in (SUPPORT, BID)]
         state.commitments = [x for x in state.commitments if x.kind != KARAMA_BID]
         b.round = None
 

@@ -31,6 +31,7 @@ import orjson
 
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.application.stream import Recorded
+from dune_ledger.domain.bidding import round_of
 from dune_ledger.domain.catalog import CARDS, is_box
 from dune_ledger.domain.events import RoomCreated
 from dune_ledger.domain.gifts import offer_of
@@ -85,6 +86,14 @@ def hidden_from_seat(state: RoomState, seat: str, *, candidates: bool = True) ->
     search = state.search
     if candidates and search is not None and search.owner == seat:
         known.update(cid for cid in search.discard if not is_box(cid))
+    # The Bidding round (RULES 10.2, 10.1): Atreides sees the card up for bid, the
+    # Ixians the dealt cards while they choose.
+    bidding = round_of(state)
+    if bidding is not None:
+        if seat == "atreides" and bidding.up is not None and bidding.auction:
+            known.add(bidding.auction[0])
+        if seat == "ixians" and bidding.stage == "ixians":
+            known.update(bidding.dealt)
     return all_ids(state) - known
 
 

@@ -270,3 +270,31 @@ def test_no_autopilot_no_move(tmp_path):
         assert rooms.execute(room, "richese", {"type": "begin_search", "card": BOX})["ok"]
         assert autopilot.tick(rooms, pace=0) == 0
         assert rooms.load(room).state.search is not None
+
+
+@pytest.mark.parametrize("profile", ["easy", "medium", "hard", "brutal"])
+def test_autopilot_seats_play_a_whole_bidding_round_from_their_own_views(
+        url: str, profile: str) -> None:
+    """RULES 10, issue 35.5: every seat on autopilot; the worker's own loop plays the
+    round to its end through the same handlers (the Ixians' choice, bids, passes,
+    the income and bonus windows), each move chosen from the mover's view."""
+    from dune_ledger.infrastructure.demo import example
+
+    raw = example("bidding")
+    with open_rooms(url) as rooms:
+        room = rooms.create_room(raw)["room"]
+        order = [s["faction"] for s in raw["seats"]]
+        for seat in order:
+            assert rooms.execute(room, seat, {"type": "set_autopilot", "enabled": True,
+                                              "profile": profile})["ok"]
+        assert rooms.execute(room, "operator", {"type": "open_bidding", "order": order})["ok"]
+        for _ in range(300):
+            if rooms.public_view(room)["bidding"] is None:
+                break
+            moved = autopilot.tick(rooms, pace=0, now=rooms.clock() + timedelta(seconds=5))
+            view = rooms.public_view(room)
+            assert moved, (view["bidding"], view["response"], view["decision"])
+        assert rooms.public_view(room)["bidding"] is None
+        types = [e["type"] for e in rooms.public_log(room)]
+        assert "CardSetAside" in types and "BiddingClosed" in types
+        assert audit_room(rooms, room)["ok"]

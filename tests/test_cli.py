@@ -410,3 +410,23 @@ def test_an_export_read_only_in_part_ends_quietly(cli: Cli):
     proc.stdout.close()  # `| head -c 100`
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "store" not in err, err
+
+
+def test_the_operator_opens_a_bidding_round_and_seats_bid_from_the_cli(cli: Cli):
+    raw = {**layout(), "phase": 4}
+    room = cli.json("room", "create", cli.write("bidding.json", orjson.dumps(raw).decode()))["room"]
+    broken = cli("room", "command", room, "--operator",
+                 '{"type": "open_bidding", "order": ["emperor", "emperor", "richese"]}')
+    assert broken.returncode == 1
+    assert orjson.loads(broken.stdout)["error"]["code"] == "invalid_command"
+    opened = cli.json("room", "command", room, "--operator",
+                      '{"type": "open_bidding", "order": ["emperor", "harkonnen", "richese"]}')
+    assert [e["type"] for e in opened["events"]] == ["BiddingOpened"]  # Richese answers first
+    cli.json("room", "command", room, "--as", "richese",
+             '{"type": "richese_sale", "when": "none"}')
+    late = cli("room", "command", room, "--as", "harkonnen", '{"type": "bid", "amount": 1}')
+    assert late.returncode == 1 and orjson.loads(late.stdout)["error"]["code"] == "not_your_turn"
+    cli.json("room", "command", room, "--as", "emperor", '{"type": "bid", "amount": 2}')
+    view = cli.json("room", "view", room, "--public")
+    assert view["bidding"]["up"]["high"] == {"seat": "emperor", "amount": 2, "karama": False}
+    assert "card" not in view["bidding"]["up"]

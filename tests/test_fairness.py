@@ -397,7 +397,9 @@ def test_seeded_rooms_append_exactly_the_facts_they_did_before_fair_dealing():
     written by tests/fairness/seeded_facts.py at a493917, the rules of issue 24 without
     fair dealing)."""
     before = json.loads((ROOT / "tests" / "fairness" / "seeded-before.json").read_text())
-    assert json.loads(json.dumps(played())) == before
+    # The plays added since (a Bidding round) had no code before to compare with.
+    then = {name for name, _ in before}
+    assert [p for p in json.loads(json.dumps(played())) if p[0] in then] == before
 
 
 # --- docs/fairness.md: the derivation as a short program --------------------------------

@@ -31,10 +31,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from dune_ledger.domain.ambassador import ECAZ, TOKENS
+from dune_ledger.domain.bidding import round_of
 from dune_ledger.domain.catalog import CARDS, EXPANSIONS, FACTIONS, is_box, room_cards
 from dune_ledger.domain.commands import SPICE_MAX
 from dune_ledger.domain.errors import LayoutError
-from dune_ledger.domain.game import COMMAND_TYPES
+from dune_ledger.domain.game import COMMAND_TYPES, OPERATOR
 from dune_ledger.domain.state import RoomState
 from dune_ledger.infrastructure.storage import open_rooms
 from tests import leaks
@@ -56,13 +57,14 @@ def layouts(draw: st.DrawFn) -> dict[str, Any]:
         expansions = sorted({*expansions, "choam_richese"}, key=EXPANSIONS.index)
     # Some rooms are set for the Ambassador purchase and its windows, some for the
     # Guild's stop; the rest are anything.
-    scene = draw(st.sampled_from(["any", "any", "ambassador", "guild"]))
+    scene = draw(st.sampled_from(["any", "any", "ambassador", "guild", "bidding"]))
     if scene == "ambassador":
         expansions = sorted({*expansions, "choam_richese", "ecaz_moritani"},
                             key=EXPANSIONS.index)
     pool = [f for f in FACTIONS if f != ECAZ or "ecaz_moritani" in expansions]
     factions = draw(st.lists(st.sampled_from(pool), unique=True, min_size=2, max_size=5))
-    lead = {"ambassador": [ECAZ, "emperor"], "guild": ["guild"], "any": []}[scene]
+    lead = {"ambassador": [ECAZ, "emperor"], "guild": ["guild"], "any": [],
+            "bidding": ["atreides", "ixians"]}[scene]
     factions = [*lead, *(f for f in factions if f not in lead)][:max(len(factions), 3)]
     seats: list[dict[str, Any]] = [{"faction": f, "spice": draw(spice), "hand": []}
                                    for f in factions]
@@ -91,7 +93,8 @@ def layouts(draw: st.DrawFn) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "mode": draw(st.sampled_from(["advanced", "basic"])), "expansions": expansions,
         "seed": draw(st.integers(0, 2**32)), "bank": draw(spice),
-        "turn": draw(st.integers(1, 10)), "phase": draw(st.integers(1, 9)),
+        "turn": draw(st.integers(1, 10)),
+        "phase": 4 if scene == "bidding" else draw(st.integers(1, 9)),
         "seats": seats, "discard": discard, "removed": removed,
     }
     first = seats[0]
@@ -185,6 +188,19 @@ def likely(state: RoomState, seat: str) -> list[dict[str, Any]]:
         out += [{"type": "enter_territory", "territory": where, "via": via}
                 for where in state.ambassadors.placed for via in ("movement", "worm")]
     out += [{"type": "guild_stop", "card": sc.card} for sc in state.shipping_costs]
+    bidding = round_of(state)
+    if bidding is not None:
+        high = bidding.up.high.amount if bidding.up and bidding.up.high else 0
+        out += [{"type": "pass_bid"}, {"type": "bid", "amount": high + 1},
+                {"type": "bid", "amount": high + 2}, {"type": "bid_support", "amount": 2},
+                {"type": "richese_sale", "when": "none"}]
+        out += [{"type": kind, "karama": cid} | ({"amount": high + 5} if kind == "bid" else {})
+                for cid in me.hand if CARDS[cid].is_karama for kind in ("bid", "karama_buy")]
+        out += [{"type": "ix_set_aside", "card": cid, "where": "top"}
+                for cid in bidding.dealt]
+    if decision is not None and decision.kind == "ix_replace":
+        out += [{"type": "ix_replace", "event": decision.event, "accept": a}
+                for a in (True, False)]
     return out
 
 
@@ -202,7 +218,12 @@ def awaited_seats(state: RoomState) -> list[str]:
     if state.control.response is not None:
         out += [s.faction for s in state.seats if s.hand
                 and s.faction not in state.control.response.passes]
-    return out
+    bidding = round_of(state)
+    if bidding is not None and bidding.up is not None:
+        out.append(bidding.up.turn)
+    elif bidding is not None and bidding.stage != "payment":
+        out.append("ixians" if bidding.stage == "ixians" else "richese")
+    return [f for f in out if f in {s.faction for s in state.seats}]
 
 
 @st.composite
@@ -267,6 +288,23 @@ def plausible(draw: st.DrawFn, state: RoomState, seat: str) -> dict[str, Any]:
                 "card": draw(st.sampled_from([None, card]))}
     if kind == "seed":
         return {"type": kind, "value": draw(st.sampled_from(["a", "x" * 64, "x" * 65, card]))}
+    if kind in ("bid", "sealed_bid", "bid_support"):
+        amount = draw(st.sampled_from([0, 1, 2, 5, SPICE_MAX]))
+        return {"type": kind, "amount": amount} | (
+            {"karama": card} if kind == "bid" and draw(st.booleans()) else {})
+    if kind == "pass_bid":
+        return {"type": kind}
+    if kind == "karama_buy":
+        return {"type": kind, "karama": card}
+    if kind == "ix_set_aside":
+        return {"type": kind, "card": card, "where": draw(st.sampled_from(["top", "bottom"]))}
+    if kind == "ix_replace":
+        return {"type": kind, "event": event, "accept": draw(st.booleans())}
+    if kind == "richese_sale":
+        return {"type": kind, "when": draw(st.sampled_from(["first", "last", "none"]))}
+    if kind == "richese_offer":
+        return {"type": kind, "card": card,
+                "auction": draw(st.sampled_from(["once_around", "silent"]))}
     assert kind == "semuta"
     return {"type": kind, "event": event, "action": draw(st.sampled_from(["pass", "take"])),
             "card": draw(st.sampled_from([None, card]))}
@@ -390,6 +428,23 @@ class TwoRooms(RuleBasedStateMachine):
             command["expected_version"] = data.draw(st.sampled_from(
                 [state.version, max(state.version - 1, 0)]))
         self.send(index, seat, command)
+
+    @precondition(lambda self: self.rooms)
+    @rule(index=st.integers(0, 1), shift=st.integers(0, 5), broken=st.booleans())
+    def open_round(self, index: int, shift: int, broken: bool) -> None:
+        """The operator opens a Bidding round (a broken order is refused)."""
+        room = self.rooms[index]
+        before = leaks.true_state(self.app, room)
+        order = [s.faction for s in before.seats]
+        order = order[shift % len(order):] + order[:shift % len(order)]
+        if broken:
+            order = order[1:] + order[:1] * 2
+        result = self.app.execute(room, OPERATOR, {"type": "open_bidding", "order": order})
+        result_shape(result)
+        if not result["ok"]:
+            assert leaks.true_state(self.app, room).model_dump() == before.model_dump()
+        else:
+            self.accepted += 1
 
     @precondition(lambda self: self.rooms)
     @rule(index=st.integers(0, 1), seat=st.integers(0, 4), data=st.data())

@@ -510,3 +510,36 @@ def test_serve_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixtur
 
     assert main(argv) == 2
     assert capsys.readouterr().err.strip()
+
+
+def test_a_bidding_round_over_http(client: TestClient, rooms: RoomsApp) -> None:
+    """RULES 10 through the commands route: the operator opens, seats bid and pass,
+    a refusal is a 422 that changes nothing; the views show the round."""
+    created = create(client, {**layout(), "phase": 4, "seats": [
+        {"faction": "atreides", "spice": 5, "hand": []},
+        {"faction": "emperor", "spice": 5, "hand": ["karama-1"]}]})
+    room, tokens = created["room"], created["seats"]
+    route = f"/rooms/{room}/commands"
+    assert_error(client.post(route, json={"type": "open_bidding", "order": ["emperor"]},
+                             headers=auth(ADMIN)), 400, "invalid_command")
+    assert_error(client.post(route, json={"type": "open_bidding",
+                                          "order": ["emperor", "atreides"]},
+                             headers=auth(tokens["emperor"])), 403, "forbidden")
+    opened = client.post(route, json={"type": "open_bidding", "order": ["emperor", "atreides"]},
+                         headers=auth(ADMIN))
+    assert opened.status_code == 200, opened.text
+    before = version(rooms, room)
+    assert_error(client.post(route, json={"type": "bid", "amount": 6},
+                             headers=auth(tokens["emperor"])), 422, "insufficient_spice")
+    assert_error(client.post(route, json={"type": "bid", "amount": 1},
+                             headers=auth(tokens["atreides"])), 422, "not_your_turn")
+    assert version(rooms, room) == before
+    view = client.get(f"/rooms/{room}/view", headers=auth(tokens["emperor"])).json()
+    bid = next(a for a in view["actions"] if a["type"] == "bid" and "karama" not in a)
+    assert bid["free"]["amount"] == {"kind": "amount", "min": 1, "max": 5}
+    assert client.post(route, json={"type": "bid", "amount": 2},
+                       headers=auth(tokens["emperor"])).status_code == 200
+    seen = client.get(f"/rooms/{room}/view", headers=auth(tokens["atreides"])).json()
+    assert seen["bidding"]["up"]["card"]["id"] == rooms.load(room).state.bidding.round.auction[0]
+    sold = client.post(route, json={"type": "pass_bid"}, headers=auth(tokens["atreides"]))
+    assert [e["type"] for e in sold.json()["events"]][:2] == ["BidPassed", "CardSold"]

@@ -44,9 +44,10 @@ from hypothesis import strategies as st
 from dune_ledger.application.stream import Recorded
 from dune_ledger.domain import views
 from dune_ledger.domain.actions import Accepted, Probe, actions
+from dune_ledger.domain.bidding import round_of
 from dune_ledger.domain.catalog import CARDS, hand_limit, room_cards
 from dune_ledger.domain.errors import Rejection
-from dune_ledger.domain.game import parse_command
+from dune_ledger.domain.game import OPERATOR, parse_command, parse_operator_command
 from dune_ledger.domain.layout import build_room, parse_layout
 from dune_ledger.domain.nullentropy import candidates
 from dune_ledger.domain.rules import admit, apply, decide, initial_state
@@ -82,6 +83,9 @@ def pending(state: RoomState) -> str:
         return "decide"
     if state.control.response is not None:
         return "respond"
+    r = round_of(state)
+    if r is not None:
+        return "ix" if r.stage == "ixians" else "bid"
     return "enter" if state.ambassadors is not None else "discard"
 
 
@@ -224,7 +228,7 @@ def state_of(raw: dict[str, Any]) -> RoomState:
 
 
 def command_for(state: RoomState, actor: str, action: str, pick: int) -> dict[str, Any] | None:
-    hand = state.seat(actor).hand
+    hand = state.seat(actor).hand if state.has_seat(actor) else []
     mine = hand[pick % len(hand)] if hand else "kulon"
     w = state.control.response
     event = w.event if w is not None else f"e{pick}"
@@ -262,8 +266,31 @@ def command_for(state: RoomState, actor: str, action: str, pick: int) -> dict[st
     if action == "enter":
         return {"type": "enter_territory", "territory": ("arrakeen", "carthag")[pick % 2],
                 "via": ("shipment", "movement", "worm")[pick % 3]}
+    if action == "open":
+        order = [s.faction for s in state.seats]
+        return {"type": "open_bidding", "order": order[pick % len(order):]
+                + order[:pick % len(order)]}
+    r = round_of(state)
+    if action == "bid":
+        high = 0 if r is None or r.up is None or r.up.high is None else r.up.high.amount
+        karama = [c for c in hand if CARDS[c].is_karama]
+        if pick % 7 == 6 and karama:
+            return {"type": "bid", "amount": high + 1 + pick, "karama": karama[0]}
+        if pick % 7 == 5 and karama:
+            return {"type": "karama_buy", "karama": karama[0]}
+        if pick % 3 == 0 or (high and pick % 3 == 2):
+            return {"type": "pass_bid"}
+        return {"type": "bid", "amount": high + 1 + (pick % 3 if pick % 5 else pick)}
+    if action == "support":
+        return {"type": "bid_support", "amount": pick % 7}
+    if action == "ix":
+        dealt = r.dealt if r is not None and r.dealt else ["kulon"]
+        return {"type": "ix_set_aside", "card": dealt[pick % len(dealt)],
+                "where": ("top", "bottom")[pick % 2]}
     if action == "decide":
         d = state.control.decision
+        if d is not None and d.kind == "ix_replace":
+            return {"type": "ix_replace", "event": d.event, "accept": pick % 2 == 0}
         if d is not None and d.kind == "ambassador_copy":
             return {"type": "ambassador_copy", "event": d.event, "token": "richese"}
         return {"type": "ambassador_decide", "event": d.event if d else "e1",
@@ -306,11 +333,18 @@ def natural_actor(state: RoomState, action: str, pick: int) -> str | None:
     if action == "enter":
         return next((s.faction for s in state.seats
                      if s.faction not in ("ecaz", "harkonnen", "richese")), None)
+    r = round_of(state)
+    if action == "bid" and r is not None and r.up is not None:
+        return r.up.turn
+    if action == "ix" and r is not None:
+        return "ixians"
+    if action == "open":
+        return OPERATOR
     return None
 
 
 def named_cards(command: dict[str, Any]) -> set[str]:
-    named = {command.get(k) for k in ("card", "give")}
+    named = {command.get(k) for k in ("card", "give", "karama")}
     if command.get("type") == "semuta" and command.get("action") == "take":
         named.add(SEMUTA)  # a take plays the sender's Semuta Drug
     promise = command.get("promise") or {}
@@ -337,7 +371,8 @@ class Side:
                 if tx is None:
                     return {"ok": False, "version": before.version}
             else:
-                tx = decide(before, actor, parse_command(command), Source(random.Random(seed)),
+                parse = parse_operator_command if actor == OPERATOR else parse_command
+                tx = decide(before, actor, parse(command), Source(random.Random(seed)),
                             **clock(now))
         except Rejection as r:
             return {"ok": False, "version": before.version, "error": r.as_error()}
@@ -395,6 +430,19 @@ def involved(side: RoomState, differ: set[str], spice: set[str]) -> set[str]:
     for r in side.receipts:
         if r.card in differ or r.bonus in differ:
             out.add(r.buyer)
+    bidding = round_of(side)
+    if bidding is not None:
+        # Prescience: Atreides sees the card up; the Ixians the dealt cards while they
+        # choose (RULES 10.2, 10.1).
+        if bidding.up is not None and bidding.auction[:1] and bidding.auction[0] in differ:
+            out.add("atreides")
+        if bidding.stage == "ixians" and differ & set(bidding.dealt):
+            out.add("ixians")
+        # The winner pays from its own spice first, then from its ally's support (RULES
+        # 10.2): the supporter learns what of its support was spent.
+        for supporter in bidding.support:
+            if side.seat(supporter).ally in spice:
+                out.add(supporter)
     return out
 
 
@@ -429,6 +477,82 @@ def test_twins_differing_in_hidden_information_look_the_same(pair, steps, at):
     run_pair(raw, twin, differ, spice, steps, alt_select=alt_select, steps_are_generated=True)
 
 
+# --- whole Bidding rounds (RULES 10.6) -------------------------------------------------
+
+
+@st.composite
+def bidding_rooms(draw: Any) -> tuple[dict[str, Any], dict[str, Any], set[str], set[str]]:
+    """A room in the Bidding phase and its twin: two cards swapped between the top of the
+    deck (what is dealt) and the deck below or a hand, or spice moved between two seats."""
+    rnd = draw(st.randoms(use_true_random=False))
+    extra = [f for f in ("ixians", "bene_gesserit", "fremen") if draw(st.booleans())]
+    factions = ["atreides", "emperor", "harkonnen", *extra]
+    ids = [c.id for c in room_cards(("choam_richese",)) if CARDS[c.id].zone != "cache"]
+    rnd.shuffle(ids)
+    pool = ["karama-1", "karama-2", *[c for c in ids if c not in ("karama-1", "karama-2")]]
+    rnd.shuffle(pool[:6])
+    seats = []
+    for f in factions:
+        n = rnd.randint(0, hand_limit(f) - (0 if rnd.random() < 0.2 else 1))
+        hand, pool = pool[:n], pool[n:]
+        seats.append({"faction": f, "spice": rnd.randint(0, 16), "hand": hand})
+    ally = rnd.choice([f for f in factions if f != "atreides"])
+    seats[0]["ally"], seats[factions.index(ally)]["ally"] = ally, "atreides"
+    pile, deck = pool[:3], pool[3:]
+    if rnd.random() < 0.3:
+        pile, deck = pile + deck[2:], deck[:2]  # the deck runs out while dealing
+    raw: dict[str, Any] = {
+        "mode": draw(st.sampled_from(["advanced", "basic"])), "expansions": ["choam_richese"],
+        "seed": 3, "bank": 100, "turn": 2, "phase": 4, "seats": seats, "discard": pile,
+        "deck": deck}
+    twin = {**raw, "seats": [{**x, "hand": list(x["hand"])} for x in seats],
+            "discard": list(pile), "deck": list(deck)}
+    kind = draw(st.integers(0, 2))
+    hands = [x["hand"] for x in twin["seats"] if x["hand"]]
+    if kind < 2 and len(twin["deck"]) >= 2:
+        i = rnd.randrange(min(8, len(twin["deck"])))
+        if kind == 0 or not hands:
+            j = rnd.choice([k for k in range(len(twin["deck"])) if k != i])
+            la, ia, lb, ib = twin["deck"], i, twin["deck"], j
+        else:
+            h = rnd.choice(hands)
+            la, ia, lb, ib = twin["deck"], i, h, rnd.randrange(len(h))
+        la[ia], lb[ib] = lb[ib], la[ia]
+        return raw, twin, {la[ia], lb[ib]}, set()
+    a, b = rnd.sample(range(len(seats)), 2)
+    moved = rnd.randint(1, max(1, seats[b]["spice"]))
+    twin["seats"][a]["spice"] += moved
+    twin["seats"][b]["spice"] -= moved
+    if twin["seats"][b]["spice"] < 0:
+        twin["seats"][b]["spice"] += moved
+        twin["seats"][a]["spice"] -= moved
+        return raw, twin, set(), set()
+    return raw, twin, set(), {factions[a], factions[b]}
+
+
+bidding_step = st.tuples(st.integers(0, 12),
+                         st.sampled_from(["next"] * 12 + ["support", "respond", "decide",
+                                                          "bid", "discard", "draw"]),
+                         st.integers(0, 20))
+
+
+@settings(max_examples=EXAMPLES // 3, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(pair=bidding_rooms(), steps=st.lists(bidding_step, min_size=1, max_size=40),
+       order=st.integers(0, 5))
+def test_twins_look_the_same_over_a_whole_bidding_round(pair, steps, order):
+    """Rooms differing in the dealt cards, the deck below them or a seat's spice give
+    every other seat the same views, actions, refusals, log, results and versions,
+    Atreides' view of the card up aside (RULES 10.6)."""
+    raw, twin, differ, spice = pair
+    a, _ = run_pair(raw, twin, differ, spice, [(OPERATOR, "open", order), *steps],
+                    steps_are_generated=True)
+    if a.state.version > 1:
+        count_case("the round opened")
+    if any(r for r in a.state.receipts):
+        count_case("a card was sold")
+
+
 # The differences the rules themselves make public (RULES 7: "not leaks"): the one
 # place the test allows the twins to part. Each returns True when it applies.
 def _pile_top(a: RoomState, b: RoomState, differ: set[str], command: dict[str, Any],
@@ -442,6 +566,9 @@ def _guild_refund(a: RoomState, b: RoomState, differ: set[str], command: dict[st
     return command.get("type") == "guild_stop" and ra["ok"] and rb["ok"] and \
         len({e["refunded"] for e in stops}) == 2
 
+
+# The commands whose acceptance rests on the sender's own spice by the rules.
+SPENDING = ("bid", "bid_support")
 
 PUBLIC_BY_RULES = {
     "RULES 7: the top of the discard pile is public": _pile_top,
@@ -507,6 +634,10 @@ def run_pair(raw: dict[str, Any], twin_raw: dict[str, Any], differ: set[str], sp
             count_case(f"accepted: {command.get('type', 'window_deadline')}")
         if made_public(a.state, b.state, differ, command, ra, rb):
             return a, b  # the rules showed a differing fact to everyone: the pair parted
+        if actor in spice and command.get("type") in SPENDING and ra["ok"] != rb["ok"]:
+            # A seat may spend what it holds: with other spice its choice is another one,
+            # made on its own knowledge (RULES 10.6).
+            return a, b
         quiet = involved(a.state, differ, spice) | involved(b.state, differ, spice)
         if actor in spice:
             assert (ra["ok"], ra["version"], ra.get("events")) == \
@@ -556,7 +687,10 @@ def probe_commands(state: RoomState, me: str, cards: list[str]) -> list[dict[str
         {"type": "semuta", "event": event, "action": "pass"},
         {"type": "answer_gift", "event": event, "accept": True},
         {"type": "answer_truthtrance", "event": question, "answer": "yes"},
-        {"type": "enter_territory", "territory": "arrakeen", "via": "shipment"}]
+        {"type": "enter_territory", "territory": "arrakeen", "via": "shipment"},
+        {"type": "pass_bid"}, {"type": "bid", "amount": 1}, {"type": "bid", "amount": 6},
+        {"type": "bid", "amount": 25}, {"type": "bid_support", "amount": 4},
+        {"type": "ix_replace", "event": decision, "accept": True}]
     for cid in cards:
         out += [
             {"type": "begin_search", "card": cid},
@@ -569,7 +703,10 @@ def probe_commands(state: RoomState, me: str, cards: list[str]) -> list[dict[str
             {"type": "semuta", "event": event, "action": "take", "card": cid},
             {"type": "guild_stop", "card": cid},
             {"type": "answer_truthtrance", "event": question, "answer": "no",
-             "promise": {"box": cid}}]
+             "promise": {"box": cid}},
+            {"type": "bid", "amount": 30, "karama": cid},
+            {"type": "karama_buy", "karama": cid},
+            {"type": "ix_set_aside", "card": cid, "where": "top"}]
     return out
 
 

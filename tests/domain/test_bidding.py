@@ -355,3 +355,14 @@ def test_an_empty_deck_is_refilled_from_the_pile_while_dealing():
     assert types(tx) == ["BiddingOpened", "CardsDealt", "DiscardReshuffled", "CardsDealt",
                          "CardUp"]
     assert len(round_of(tx.state).auction) == 3  # type: ignore[union-attr]
+
+
+def test_a_standing_high_bid_keeps_the_bidders_spice_until_outbid():
+    state = opened(room(), ORDER)
+    state = run(state, "emperor", {"type": "bid", "amount": 4}).state
+    assert seat_view(state, "emperor")["me"]["reserved"] == 4
+    # Spending elsewhere cannot take what the bid needs.
+    assert state.free_spice("emperor") == 6
+    state = run(state, "atreides", {"type": "bid", "amount": 5}).state
+    assert seat_view(state, "emperor")["me"]["reserved"] == 0
+    assert seat_view(state, "atreides")["me"]["reserved"] == 5
