@@ -357,3 +357,58 @@ def test_the_round_waits_for_richese(browser: Any, server: Server) -> None:
     finally:
         richese.close()
         atreides.close()
+
+
+# Richese sells a cache card first, in a silent auction.
+SALE: dict[str, Any] = {
+    "mode": "advanced", "expansions": ["choam_richese"], "seed": 8, "turn": 2, "phase": 4,
+    "seats": [{"faction": "richese", "spice": 5, "hand": []},
+              {"faction": "atreides", "spice": 10, "hand": []},
+              {"faction": "fremen", "spice": 6, "hand": []}],
+}
+
+
+def test_a_silent_cache_sale_shows_no_sealed_amount_early(browser: Any, server: Server) -> None:
+    """Two rooms that differ only in Atreides' sealed amount: the Fremen's bidding panel
+    is the same markup until the last sealed bid is in; then every amount is shown."""
+    drawn: list[str] = []
+    for amount in (3, 4):
+        created = server.create(SALE)
+        room, tokens = created["room"], created["seats"]
+        r = httpx.post(f"{server.base}/rooms/{room}/commands",
+                       json={"type": "open_bidding", "order": ["richese", "atreides", "fremen"]})
+        assert r.json()["ok"], r.text
+        richese = Seat(browser, server, room, "richese", tokens["richese"])
+        atreides = Seat(browser, server, room, "atreides", tokens["atreides"])
+        fremen = Seat(browser, server, room, "fremen", tokens["fremen"])
+        pages = (richese, atreides, fremen)
+        try:
+            richese.button("Sell a cache card first").click()
+            richese.page.get_by_role("button", name="Sell Ornithopter silent").click()
+            for seat in pages:
+                seat.settled()
+            assert "Ornithopter" in fremen.page.inner_text("#sale")
+            if amount == 3:
+                at_each_width(atreides.page, "bidding", "9-sealed-bid")
+            atreides.page.locator("#sealed-amount").fill(str(amount))
+            atreides.button(f"Seal my bid of {amount} spice").click()
+            for seat in pages:
+                seat.settled()
+                seat.assert_holds_nothing_hidden(("choam_richese",))
+            assert "Sealed bids in: Atreides" in fremen.page.inner_text("#sealed-in")
+            drawn.append(panel(fremen.page))
+            # The rest seal theirs: then every amount is public at once.
+            for seat in (fremen, richese):
+                if seat.page.locator("#sealed-amount").count():
+                    seat.button("Seal my bid of 0 spice").click()
+                    seat.settled()
+            for seat in pages:
+                seat.settled()
+            bids = fremen.page.inner_text("#sealed-bids")
+            assert f"Atreides {amount} spice" in " ".join(bids.split())
+            if amount == 3:
+                at_each_width(fremen.page, "bidding", "10-sealed-revealed")
+        finally:
+            for seat in pages:
+                seat.close()
+    assert drawn[0] == drawn[1]

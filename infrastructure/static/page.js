@@ -1041,35 +1041,54 @@
       })));
   }
 
-  // Richese names the cache card and the auction; each choice is one action.
+  // Richese names the cache card and the auction; each choice is one action. The view
+  // holds no face for a cache card, so its name is its id written out.
+  const titled = (id) => String(id).replace(/-\d+$/, '').split('-')
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(' ');
+
   function offerChoice(offers) {
     const cards = [...new Set(offers.map((x) => x.card))];
-    const hand = new Map([...(view.me ? view.me.hand : []), ...(view.cache || [])]
-      .filter((c) => typeof c === 'object').map((c) => [c.id, c]));
     return h('div', { id: 'sale-choice' },
-      h('p', { text: 'Name the cache card to sell and how it is auctioned.' }),
+      h('p', { text: 'Your sale comes up: name the cache card and how it is auctioned.' }),
       h('ul', { class: 'candidates', 'aria-label': 'Cache cards to sell' }, cards.map((id) => {
-        const c = hand.get(id) || { id, name: cardName(id), category: 'special' };
-        const tile = cardTile(c, 'li', h('div', { class: 'row wrap' }, offers.filter((x) => x.card === id)
-          .map((x) => actionButton(x, `Sell ${c.name} ${AUCTIONS[x.auction] || x.auction}`))));
-        tile.classList.add('candidate');
-        return tile;
+        const name = cardName(id) === id ? titled(id) : cardName(id);
+        return h('li', { class: 'card candidate offer', 'data-card': id },
+          h('span', { class: 'name', text: name }),
+          h('div', { class: 'row wrap' }, offers.filter((x) => x.card === id).map((x) => {
+            const button = actionButton(x, AUCTIONS[x.auction] ? `Sell ${AUCTIONS[x.auction]}` : x.auction);
+            button.setAttribute('aria-label', `Sell ${name} ${AUCTIONS[x.auction] || x.auction}`);
+            return button;
+          })));
       })));
   }
 
-  // The cache sale: the card (public once named), the auction, and the sealed bids: who
-  // has sent one, their amounts only once all are in.
+  // The cache sale: the card (public once named), the auction, the turn and high bid once
+  // around; for a silent one, who has sent a sealed bid, and the amounts only once all
+  // are in (the view holds none before).
   function saleFacts(sale) {
     const card = sale.card && typeof sale.card === 'object' ? sale.card : null;
-    const bids = sale.bids && typeof sale.bids === 'object' ? Object.entries(sale.bids) : [];
+    const amounts = sale.amounts ? Object.entries(sale.amounts) : [];
+    const bidders = sale.bidders || [];
+    const sealed = sale.sealed || [];
+    const silent = sale.auction === 'silent';
     return h('div', { id: 'sale' },
-      h('h3', { text: `Richese's cache sale${sale.auction ? ', ' + (AUCTIONS[sale.auction] || sale.auction) : ''}` }),
-      card ? cardTile(card, 'div') : sale.card ? h('p', { text: cardName(sale.card) })
-        : h('p', { class: 'hint', text: `To come ${sale.when === 'last' ? 'last' : 'first'}.` }),
-      (sale.sealed || []).length ? h('p', { id: 'sealed-in',
-        text: `Sealed bids in: ${sale.sealed.map(who).join(', ')}.` }) : null,
-      bids.length ? h('ul', { id: 'sealed-bids', class: 'stack' }, bids.map(([f, n]) =>
-        h('li', {}, faction(f), ` ${n} spice`))) : null);
+      h('h3', { text: `Richese's cache sale${sale.auction ? ', ' + AUCTIONS[sale.auction] : ''}` }),
+      card ? cardTile(card, 'div', h('span', { class: 'hint on-top', text: 'from the Richese cache' }))
+        : h('p', { class: 'hint', text: sale.when === 'last' ? 'To come after the other cards.'
+          : 'To come before the other cards.' }),
+      card && !silent ? [
+        h('p', { class: 'high', id: 'sale-high' }, sale.high
+          ? [h('strong', { text: `${sale.high.amount} spice` }), ` by ${who(sale.high.seat)}`]
+          : 'No bid yet.'),
+        sale.turn ? h('p', { id: 'sale-turn', class: sale.turn === view.seat ? 'turn mine' : 'turn',
+          text: sale.turn === view.seat ? 'Your turn: one bid or a pass, once around.'
+            : `${fname(sale.turn)} to bid or pass, once around.` }) : null] : null,
+      card && silent && !amounts.length ? h('p', { id: 'sealed-in' },
+        sealed.length ? `Sealed bids in: ${sealed.map(who).join(', ')}. ` : 'No sealed bid in yet. ',
+        bidders.filter((f) => !sealed.includes(f)).length
+          ? `Waiting for ${bidders.filter((f) => !sealed.includes(f)).map(who).join(', ')}.` : '') : null,
+      amounts.length ? h('ul', { id: 'sealed-bids', class: 'stack', 'aria-label': 'The sealed bids' },
+        amounts.map(([f, n]) => h('li', {}, faction(f), ` ${n} spice`))) : null);
   }
 
   // --- fair dealing (RULES 9) ------------------------------------------------
