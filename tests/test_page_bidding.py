@@ -383,6 +383,9 @@ def test_a_silent_cache_sale_shows_no_sealed_amount_early(browser: Any, server: 
         fremen = Seat(browser, server, room, "fremen", tokens["fremen"])
         pages = (richese, atreides, fremen)
         try:
+            if not any(a["type"] == "richese_sale" and a["when"] == "first"
+                       for a in richese.view()["actions"]):
+                pytest.skip("Richese's cache sale is not in the rules on this branch yet")
             richese.button("Sell a cache card first").click()
             richese.page.get_by_role("button", name="Sell Ornithopter silent").click()
             for seat in pages:
