@@ -115,6 +115,17 @@ def test_a_round_through_the_pages(browser: Any, server: Server) -> None:
         at_each_width(emperor.page, "bidding", "1-waiting")
         at_each_width(watcher.page, "bidding", "1-spectators")
 
+        # One thumb at 280 px: the amount's buttons, Bid and Pass are at least 44 px tall,
+        # Bid and Pass side by side on one line.
+        atreides.page.set_viewport_size({"width": 280, "height": 900})
+        boxes = atreides.page.eval_on_selector_all(
+            "#bid-controls button", "els => els.map(e => { const r = e.getBoundingClientRect();"
+            " return {text: e.textContent, top: r.top, height: r.height}; })")
+        assert [b["text"] for b in boxes] == ["−", "+", "Bid 1 spice", "Pass"]
+        assert min(b["height"] for b in boxes) >= 44, boxes
+        assert abs(boxes[2]["top"] - boxes[3]["top"]) < 1, boxes
+        atreides.page.set_viewport_size({"width": 1280, "height": 900})
+
         # The amount's bounds are the action's: 1 to what Atreides can pay (10).
         amount = atreides.page.locator("#bid-amount")
         assert (amount.get_attribute("min"), amount.get_attribute("max")) == ("1", "10")
