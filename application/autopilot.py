@@ -45,9 +45,11 @@ action its view lists (the lowest bid and what it can pay) and nothing else:
   card itself, the others an unseen card's worth) and bid the lowest bid while it
   is at most that worth: half of it (medium), all of it (hard), two more (brutal).
 
-None spends a Karama on a bid. The Ixians put the dealt card worth least on the bottom
-of the deck (easy: one at random); Richese sells no cache card; the Ixians' ally
-keeps the card it bought unless it is worth less than an unseen card (hard, brutal).
+In a cache sale the card Richese named is valued alike; a sealed bid is that limit
+(easy: 0 to 2), bounded by what the seat can pay. None spends a Karama on a bid. The
+Ixians put the dealt card worth least on the bottom of the deck (easy: one at random);
+Richese sells no cache card; the Ixians' ally keeps the card it bought unless it is
+worth less than an unseen card (hard, brutal).
 """
 
 from __future__ import annotations
@@ -176,6 +178,15 @@ def bidding_choice(profile: str, view: View, rng: random.Random) -> Command | No
         dealt = [a["card"] for a in by_type["ix_set_aside"] if a["where"] == "bottom"]
         worst = rng.choice(dealt) if profile == "easy" else min(dealt, key=value)
         return {"type": "ix_set_aside", "card": worst, "where": "bottom"}
+    bidding = view.get("bidding") or {}
+    # The card at stake as the view shows it: Atreides' card up, a cache card Richese named.
+    card = ((bidding.get("up") or {}).get("card")
+            or (bidding.get("sale") or {}).get("card"))
+    worth = value(card["id"]) if card else UNSEEN_WORTH
+    if "sealed_bid" in by_type:
+        top = by_type["sealed_bid"][0]["free"]["amount"]["max"]
+        limit = rng.randint(0, 2) if profile == "easy" else BID_LIMIT[profile](worth)
+        return {"type": "sealed_bid", "amount": max(0, min(top, limit))}
     if "pass_bid" not in by_type:
         return None
     bid = next((a for a in by_type.get("bid", []) if "karama" not in a), None)
@@ -184,9 +195,6 @@ def bidding_choice(profile: str, view: View, rng: random.Random) -> Command | No
         if low is None or rng.random() < 0.5:
             return {"type": "pass_bid"}
         return {"type": "bid", "amount": low}
-    up = (view.get("bidding") or {}).get("up") or {}
-    card = up.get("card")
-    worth = value(card["id"]) if card else UNSEEN_WORTH
     if low is not None and low <= BID_LIMIT[profile](worth):
         return {"type": "bid", "amount": low}
     return {"type": "pass_bid"}

@@ -174,7 +174,7 @@ class RoomsApp(RoomQueries):
         try:
             command = _parsed(seat, raw)
         except Rejection as r:
-            result = self._refused(room_id, r)
+            result = self._refused(room_id, r, seat, raw)
         else:
             result = self._run(room_id, seat, command, self.clock())
         if self.observer is not None:
@@ -302,12 +302,18 @@ class RoomsApp(RoomQueries):
         return [type(r) is Recorded and r.hash() for r in stored] == [
             r.hash() for r in appended]
 
-    def _refused(self, room_id: str, r: Rejection) -> Result:
+    def _refused(self, room_id: str, r: Rejection, seat: str, raw: Any) -> Result:
         try:
-            version = self.load(room_id).version
+            room = self.load(room_id)
         except Rejection as missing:
             return {"ok": False, "version": 0, "error": missing.as_error()}
-        return {"ok": False, "version": version, "error": r.as_error()}
+        # A repeated id returns the first result, whatever is sent with it, even a
+        # command that does not parse.
+        cid = raw.get("command_id") if isinstance(raw, dict) else None
+        done = room.commands.get(f"{seat}:{cid}") if isinstance(cid, str) else None
+        if done is not None:
+            return self._first_result(room.id, done)
+        return {"ok": False, "version": room.version, "error": r.as_error()}
 
     def _first_result(self, room_id: UUID, span: list[int]) -> Result:
         first, last = span

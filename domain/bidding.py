@@ -40,6 +40,7 @@ from dune_ledger.domain.responses import karama_cards
 from dune_ledger.domain.rules import Tx
 from dune_ledger.domain.shapes import CardFace, FreeAmount, Shape
 from dune_ledger.domain.state import Commitment, Model, Receipt, Reservation, RoomState
+from dune_ledger.domain.words import card as card_name
 from dune_ledger.domain.words import faction
 
 BIDDING_PHASE = 4
@@ -71,12 +72,25 @@ class Up(Model):
     passed: list[str] = Field(default_factory=list)  # since the last bid
 
 
+class Sale(Model):
+    """Richese's cache sale (RULES 10.5), once Richese has named the card."""
+
+    card: str  # public: Richese named it
+    auction: Literal["once_around", "silent"]
+    bidders: list[str]  # who bids, in turn (once around: Richese last)
+    turn: str | None = None  # once around: whose turn it is
+    acted: list[str] = Field(default_factory=list)  # once around: who bid or passed
+    high: High | None = None  # once around: the high bid
+    sealed: dict[str, int] = Field(default_factory=dict)  # silent: private until all are in
+    revealed: dict[str, int] | None = None  # silent: every amount, once all are in
+
+
 class Round(Model):
     event: str  # BiddingOpened's id
     order: list[str]
     # richese: waiting for Richese's answer; ixians: for the Ixians' choice; bidding:
-    # a card is up; payment: a purchase's child stages are running.
-    stage: Literal["richese", "ixians", "bidding", "payment"]
+    # a card is up; sale: Richese's cache sale; payment: a purchase's child stages.
+    stage: Literal["richese", "ixians", "bidding", "sale", "payment"]
     auction: list[str] = Field(default_factory=list)  # top (the card up) first
     dealt: list[str] = Field(default_factory=list)  # what the Ixians choose from
     up: Up | None = None
@@ -85,6 +99,8 @@ class Round(Model):
     support: dict[str, int] = Field(default_factory=dict)  # supporter -> amount set
     spent: dict[str, int] = Field(default_factory=dict)  # supporter -> paid from it
     receipt: str | None = None  # the purchase being paid
+    sale_when: Literal["first", "last"] | None = None  # a cache sale still to come
+    sale: Sale | None = None  # the cache sale under way
 
 
 class Bidding(Model):
@@ -189,6 +205,7 @@ class RicheseOffer(Command):
 
 
 class SealedBid(Command):
+    written = {"amount": FreeAmount}
     type: Literal["sealed_bid"]
     amount: Amount
 
@@ -236,6 +253,13 @@ def _deal(tx: Tx, *, sale: bool) -> None:
     if ixians and len(_round(tx.state).auction) > 1:
         tx.emit(IxiansChoosing(seat=IXIANS))
         return
+    _after_deal(tx)
+
+
+def _after_deal(tx: Tx) -> None:
+    if _round(tx.state).sale_when == "first":
+        tx.emit(SaleOpened(seat=RICHESE))
+        return
     _next_card(tx)
 
 
@@ -244,6 +268,9 @@ def _next_card(tx: Tx) -> None:
     state = tx.state
     r = _round(state)
     if not r.auction:
+        if r.sale_when == "last":
+            tx.emit(SaleOpened(seat=RICHESE))
+            return
         tx.emit(BiddingClosed(event=r.event))
         return
     if r.starter is None:
@@ -281,6 +308,10 @@ def _check_karama(state: RoomState, actor: str, card_id: str) -> None:
 
 def bid(tx: Tx, actor: str, cmd: Bid) -> None:
     state = tx.state
+    r = round_of(state)
+    if r is not None and r.sale is not None:
+        sale_bid(tx, actor, cmd.amount, cmd.karama)
+        return
     up = _my_turn(state, actor)
     _room_in_hand(state, actor)
     high = 0 if up.high is None else up.high.amount
@@ -305,6 +336,10 @@ def bid(tx: Tx, actor: str, cmd: Bid) -> None:
 
 def pass_bid(tx: Tx, actor: str, cmd: PassBid) -> None:
     state = tx.state
+    r = round_of(state)
+    if r is not None and r.sale is not None:
+        sale_bid(tx, actor, None, None)
+        return
     _my_turn(state, actor)
     r = _round(state)
     after = next_eligible(state, r.order, actor) or actor
@@ -361,6 +396,9 @@ def finish(tx: Tx) -> None:
     r = _round(tx.state)
     assert r.receipt is not None
     tx.emit(purchase.ReceiptAdvanced(event=r.receipt, stage="finish"))
+    if r.sale is not None:
+        _sale_over(tx)
+        return
     _next_card(tx)
 
 
@@ -371,6 +409,9 @@ def current_receipt(state: RoomState) -> Receipt | None:
 
 def replaces(state: RoomState, receipt: Receipt) -> bool:
     """RULES 10.3, advanced: the Ixians' ally that bought may replace the card."""
+    r = round_of(state)
+    if r is not None and r.sale is not None:
+        return False  # not for a cache sale
     return (state.mode == "advanced" and state.has_seat(IXIANS) and receipt.buyer != IXIANS
             and state.seat(IXIANS).ally == receipt.buyer)
 
@@ -416,7 +457,7 @@ def ix_set_aside(tx: Tx, actor: str, cmd: IxSetAside) -> None:
     rest = list(_round(tx.state).auction)
     order = tx.shuffle(rest)
     tx.emit(AuctionShuffled(order=order, rng=tx.drawn()))
-    _next_card(tx)
+    _after_deal(tx)
 
 
 def richese_sale(tx: Tx, actor: str, cmd: RicheseSale) -> None:
@@ -426,12 +467,139 @@ def richese_sale(tx: Tx, actor: str, cmd: RicheseSale) -> None:
         raise Rejection("no_round", "no bidding round is open")
     if r.stage != "richese" or actor != RICHESE:
         raise Rejection("not_eligible", "Richese answers when the round opens")
-    if cmd.when != "none":
-        raise Rejection("not_implemented",
-                        "Richese's cache sale (RULES 10.5) is not implemented yet: "
-                        "answer 'none'")
+    if cmd.when != "none" and not state.cache:
+        raise Rejection("not_eligible", "the cache holds no card to sell")
     tx.emit(RicheseSaleChosen(seat=actor, when=cmd.when))
-    _deal(tx, sale=False)
+    _deal(tx, sale=cmd.when != "none")
+
+
+def richese_offer(tx: Tx, actor: str, cmd: RicheseOffer) -> None:
+    state = tx.state
+    r = round_of(state)
+    if r is None:
+        raise Rejection("no_round", "no bidding round is open")
+    if actor != RICHESE or r.stage != "sale" or r.sale is not None:
+        raise Rejection("not_eligible", "Richese names its card when its sale comes up")
+    if cmd.card not in CARDS:
+        raise Rejection("unknown_card", "no card has that id")
+    if cmd.card not in state.cache:
+        raise Rejection("not_eligible", "that card is not in the Richese cache")
+    eligible_now = eligible_seats(state, r.order)
+    if cmd.auction == "once_around":
+        i = r.order.index(RICHESE)
+        bidders = [f for f in r.order[i + 1:] + r.order[:i + 1] if f in eligible_now]
+    else:
+        bidders = eligible_now
+    tx.emit(SaleOffered(card=cmd.card, auction=cmd.auction, bidders=bidders))
+    if not bidders:
+        _unsold(tx)
+
+
+def sale_bid(tx: Tx, actor: str, amount: int | None, karama: str | None) -> None:
+    """A bid (`amount`) or a pass (None) once around (RULES 10.5)."""
+    state = tx.state
+    sale = _round(state).sale
+    assert sale is not None
+    if sale.auction != "once_around":
+        raise Rejection("not_eligible", "a silent auction takes one sealed_bid from each seat")
+    if sale.turn != actor:
+        raise Rejection("not_your_turn", f"it is {faction(sale.turn)}'s turn to bid")
+    if amount is None:
+        after = _next_bidder(sale, actor)
+        tx.emit(BidPassed(seat=actor, turn=after or ""))
+    else:
+        if karama is not None:
+            raise Rejection("not_eligible", "no Karama in a cache sale")
+        high = 0 if sale.high is None else sale.high.amount
+        if amount <= high:
+            raise Rejection("bid_too_low", f"a bid must be above the high bid of {high}")
+        if amount > can_pay(state, actor):
+            raise Rejection("insufficient_spice",
+                            "that bid is above your spice, less your reservations, plus the "
+                            "support your ally set")
+        own = min(amount, max(0, state.free_spice(actor)))
+        after = _next_bidder(sale, actor)
+        tx.emit(BidPlaced(seat=actor, amount=amount, karama=None, turn=after or "",
+                          reserved=own))
+    if after is None:
+        done = _round(tx.state).sale
+        assert done is not None
+        if done.high is None:
+            _unsold(tx)
+        else:
+            _sell_cache(tx, done.high.seat, done.high.amount)
+
+
+def _next_bidder(sale: Sale, actor: str) -> str | None:
+    i = sale.bidders.index(actor)
+    return sale.bidders[i + 1] if i + 1 < len(sale.bidders) else None
+
+
+def sealed_bid(tx: Tx, actor: str, cmd: SealedBid) -> None:
+    state = tx.state
+    r = round_of(state)
+    if r is None:
+        raise Rejection("no_round", "no bidding round is open")
+    sale = r.sale
+    if sale is None or sale.auction != "silent" or sale.revealed is not None:
+        raise Rejection("not_eligible", "sealed bids are for a silent cache sale")
+    if actor not in sale.bidders:
+        raise Rejection("not_eligible", "you are not asked in this sale")
+    if actor in sale.sealed:
+        raise Rejection("not_eligible", "you have already sent your sealed bid")
+    if cmd.amount > can_pay(state, actor):
+        raise Rejection("insufficient_spice",
+                        "that bid is above your spice, less your reservations, plus the "
+                        "support your ally set")
+    own = min(cmd.amount, max(0, state.free_spice(actor)))
+    tx.emit(SealedBidPlaced(seat=actor, amount=cmd.amount, reserved=own))
+    sale = _round(tx.state).sale
+    assert sale is not None
+    if len(sale.sealed) < len(sale.bidders):
+        return
+    # All are in: every amount public at once; the highest wins, a tie the earliest.
+    amounts = {f: sale.sealed[f] for f in sale.bidders}
+    top = max(amounts.values())
+    winner = next(f for f in sale.bidders if amounts[f] == top) if top else None
+    tx.emit(SealedBidsRevealed(amounts=amounts, winner=winner))
+    if winner is None:
+        _unsold(tx)
+    else:
+        _sell_cache(tx, winner, top)
+
+
+def _sell_cache(tx: Tx, buyer: str, amount: int) -> None:
+    """The cache card to the buyer, the price to Richese (to the Bank when Richese buys
+    its own), then the child stages: no income, the bonus as for any purchase."""
+    state = tx.state
+    r = _round(state)
+    assert r.sale is not None
+    own = sum(x.amount for x in state.reservations if x.faction == buyer and x.reason == BID)
+    support, supporter = 0, None
+    ally = next((x for x in r.support if state.seat(x).ally == buyer), None)
+    if ally is not None and amount > own:
+        supporter = ally
+        support = min(amount - own, r.support[ally] - r.spent.get(ally, 0))
+    receipt = tx.next_event_id()
+    tx.emit(CacheCardSold(event=receipt, seat=buyer, card=r.sale.card, amount=amount,
+                          own=own, support=support, supporter=supporter,
+                          to="bank" if buyer == RICHESE else RICHESE))
+    purchase.advance(tx, SOURCE, "purchase")
+
+
+def _unsold(tx: Tx) -> None:
+    r = _round(tx.state)
+    assert r.sale is not None
+    seat = tx.state.seat(RICHESE)
+    tx.emit(SaleUnsold(card=r.sale.card, to=RICHESE if len(seat.hand) < seat.limit
+                       else "removed"))
+    _sale_over(tx)
+
+
+def _sale_over(tx: Tx) -> None:
+    """After the cache sale: the normal cards (a sale first), or the end (a sale last)."""
+    tx.emit(SaleClosed(seat=RICHESE))
+    _next_card(tx)
 
 
 def ix_replace(tx: Tx, actor: str, cmd: IxReplace) -> None:
@@ -465,7 +633,9 @@ class RicheseSaleChosen(Event):
     when: str
 
     def apply(self, state: RoomState) -> None:
-        _round(state).stage = "bidding"
+        r = _round(state)
+        r.stage = "bidding"
+        r.sale_when = None if self.when == "none" else self.when  # type: ignore[assignment]
 
     def text(self) -> str:
         if self.when == "none":
@@ -582,7 +752,20 @@ class BidPlaced(Event):
     reserved: int  # the bidder's own spice kept for the bid: private
 
     def apply(self, state: RoomState) -> None:
-        up = _round(state).up
+        r = _round(state)
+        if r.sale is not None:
+            sale = r.sale
+            if sale.high is not None:
+                state.reservations = [x for x in state.reservations
+                                      if not (x.faction == sale.high.seat and x.reason == BID)]
+            if self.reserved:
+                state.reservations.append(Reservation(faction=self.seat,
+                                                      amount=self.reserved, reason=BID))
+            sale.high = High(seat=self.seat, amount=self.amount)
+            sale.acted.append(self.seat)
+            sale.turn = self.turn or None
+            return
+        up = r.up
         assert up is not None
         _release(state, up)
         if self.reserved:
@@ -611,7 +794,12 @@ class BidPassed(Event):
     turn: str
 
     def apply(self, state: RoomState) -> None:
-        up = _round(state).up
+        r = _round(state)
+        if r.sale is not None:
+            r.sale.acted.append(self.seat)
+            r.sale.turn = self.turn or None
+            return
+        up = r.up
         assert up is not None
         up.passed.append(self.seat)
         up.turn = self.turn
@@ -736,6 +924,153 @@ class SupportSet(Event):
         return f"{faction(self.seat)} supports {faction(self.ally)}'s bids with {self.amount}"
 
 
+class SaleOpened(Event):
+    """Richese's cache sale comes up: Richese names the card and the auction."""
+
+    shown = ("seat",)
+
+    seat: str
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        r.stage, r.up = "sale", None
+
+    def text(self) -> str:
+        return f"{faction(self.seat)}'s cache sale comes up"
+
+
+class SaleOffered(Event):
+    shown = ("card", "auction", "bidders")
+
+    card: str  # named by Richese: public
+    auction: str
+    bidders: list[str]
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        r.sale = Sale(card=self.card, auction=self.auction,
+                      bidders=list(self.bidders),
+                      turn=(self.bidders[0] if self.bidders and self.auction == "once_around"
+                            else None))
+
+    def text(self) -> str:
+        how = "once around" if self.auction == "once_around" else "in a silent auction"
+        return f"Richese offers {card_name(self.card)} from its cache, {how}"
+
+
+class SealedBidPlaced(Event):
+    """A sealed bid: who sent it is public, the amount is not until all are in."""
+
+    shown = ("seat",)
+
+    seat: str
+    amount: int  # private until SealedBidsRevealed
+    reserved: int  # the bidder's own spice kept for it: private
+
+    def apply(self, state: RoomState) -> None:
+        sale = _round(state).sale
+        assert sale is not None
+        sale.sealed[self.seat] = self.amount
+        if self.reserved:
+            state.reservations.append(Reservation(faction=self.seat, amount=self.reserved,
+                                                  reason=BID))
+
+    def text(self) -> str:
+        return f"{faction(self.seat)} sent a sealed bid"
+
+
+class SealedBidsRevealed(Event):
+    shown = ("amounts", "winner")
+
+    amounts: dict[str, int]
+    winner: str | None
+
+    def apply(self, state: RoomState) -> None:
+        sale = _round(state).sale
+        assert sale is not None
+        sale.revealed = dict(self.amounts)
+        state.reservations = [x for x in state.reservations
+                              if not (x.reason == BID and x.faction != self.winner)]
+
+    def text(self) -> str:
+        bids = ", ".join(f"{faction(f)} {n}" for f, n in self.amounts.items())
+        return f"The sealed bids: {bids}"
+
+
+class CacheCardSold(Event):
+    """The cache card to the buyer, the price to Richese (the Bank when Richese buys its
+    own), paid from the buyer's own spice first, then its ally's support (split private)."""
+
+    shown = ("event", "seat", "card", "amount", "to")
+
+    event: str
+    seat: str
+    card: str  # named by Richese when offered: public
+    amount: int
+    own: int
+    support: int
+    supporter: str | None
+    to: str  # richese or bank
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        state.cache.remove(self.card)
+        state.seat(self.seat).hand.append(self.card)
+        state.seat(self.seat).spice -= self.own
+        state.reservations = [x for x in state.reservations
+                              if not (x.faction == self.seat and x.reason == BID)]
+        if self.supporter is not None:
+            state.seat(self.supporter).spice -= self.support
+            r.spent[self.supporter] = r.spent.get(self.supporter, 0) + self.support
+            for res in state.reservations:
+                if res.faction == self.supporter and res.reason == SUPPORT:
+                    res.amount -= self.support
+        if self.to == "bank":
+            state.bank += self.own + self.support
+        else:
+            state.seat(self.to).spice += self.own + self.support
+        r.stage, r.receipt = "payment", self.event
+        state.receipts.append(Receipt(event=self.event, buyer=self.seat, card=self.card,
+                                      amount=self.amount, emperor=None, stage="purchase"))
+
+    def text(self) -> str:
+        to = "the Spice Bank" if self.to == "bank" else faction(self.to)
+        return (f"{faction(self.seat)} bought {card_name(self.card)} for {self.amount} "
+                f"spice, paid to {to}")
+
+
+class SaleUnsold(Event):
+    shown = ("card", "to")
+
+    card: str
+    to: str  # richese (its hand) or removed
+
+    def apply(self, state: RoomState) -> None:
+        state.cache.remove(self.card)
+        if self.to == "removed":
+            state.removed.append(self.card)
+        else:
+            state.seat(self.to).hand.append(self.card)
+
+    def text(self) -> str:
+        if self.to == "removed":
+            return f"Nobody bought {card_name(self.card)}: it leaves the game"
+        return f"Nobody bought {card_name(self.card)}: it goes to {faction(self.to)}'s hand"
+
+
+class SaleClosed(Event):
+    shown = ("seat",)
+
+    seat: str
+
+    def apply(self, state: RoomState) -> None:
+        r = _round(state)
+        r.sale, r.sale_when, r.receipt, r.stage = None, None, None, "bidding"
+
+    def text(self) -> str:
+        return f"{faction(self.seat)}'s cache sale is over"
+
+
 class BiddingClosed(Event):
     """The round is over: support released, nothing of it left but the log."""
 
@@ -772,6 +1107,22 @@ class UpShown(Shape):
     card: CardFace | None = None  # the Atreides seat's view only (prescience)
 
 
+class SaleHighShown(Shape):
+    seat: Faction
+    amount: int
+
+
+class SaleShown(Shape):
+    when: Literal["first", "last"] | None
+    card: CardFace | None
+    auction: Literal["once_around", "silent"] | None
+    bidders: list[Faction]
+    turn: Faction | None
+    high: SaleHighShown | None
+    sealed: list[Faction]  # who has sent a sealed bid
+    amounts: dict[str, int] | None  # every sealed amount, once all are in
+
+
 class RoundShown(Shape):
     order: list[Faction]
     eligible: list[Faction]
@@ -779,7 +1130,7 @@ class RoundShown(Shape):
     cards_left: int
     support: dict[str, int]
     up: UpShown | None
-    sale: dict[str, Any] | None
+    sale: SaleShown | None
     dealt: list[CardFace] | None = None  # the Ixians' view only, while they choose
 
 
@@ -799,15 +1150,32 @@ def view_part(state: RoomState, seat: str | None) -> dict[str, Any]:
     view: dict[str, Any] = {
         "order": list(r.order), "eligible": eligible_seats(state, r.order),
         "stage": r.stage, "cards_left": len(r.auction), "support": dict(r.support),
-        "up": up, "sale": None}
+        "up": up, "sale": _sale_view(r)}
     if seat == IXIANS and r.stage == "ixians":
         view["dealt"] = [CARDS[x].public() for x in r.dealt]
     return {"bidding": view}
 
 
+def _sale_view(r: Round) -> dict[str, Any] | None:
+    """The cache sale, public: the card Richese named, who bids, whose turn, the high bid
+    once around, who has sent a sealed bid, and every amount only once all are in."""
+    if r.sale_when is None and r.sale is None:
+        return None
+    sale = r.sale
+    if sale is None:
+        return {"when": r.sale_when, "card": None, "auction": None, "bidders": [],
+                "turn": None, "high": None, "sealed": [], "amounts": None}
+    return {"when": r.sale_when, "card": CARDS[sale.card].public(), "auction": sale.auction,
+            "bidders": list(sale.bidders), "turn": sale.turn,
+            "high": None if sale.high is None else {"seat": sale.high.seat,
+                                                     "amount": sale.high.amount},
+            "sealed": [f for f in sale.bidders if f in sale.sealed],
+            "amounts": None if sale.revealed is None else dict(sale.revealed)}
+
+
 def seen(state: RoomState, seat: str) -> list[str]:
-    """The auction cards a seat may see named: Atreides the card up, the Ixians the
-    dealt cards while they choose."""
+    """The cards a seat may see named: Atreides the card up, the Ixians the dealt cards
+    while they choose, Richese its cache while it names the card it sells."""
     r = round_of(state)
     if r is None:
         return []
@@ -816,6 +1184,8 @@ def seen(state: RoomState, seat: str) -> list[str]:
         out.append(r.auction[0])
     if seat == IXIANS and r.stage == "ixians":
         out.extend(r.dealt)
+    if seat == RICHESE and r.stage == "sale" and r.sale is None:
+        out.extend(state.cache)  # its own cache, to name the card it sells
     return out
 
 
@@ -860,7 +1230,22 @@ def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
             for where in ("top", "bottom"):
                 yield {"type": "ix_set_aside", "card": x, "where": where}, {}
     if r.stage == "richese" and seat == RICHESE:
-        yield {"type": "richese_sale", "when": "none"}, {}
+        for when in ("first", "last", "none"):
+            yield {"type": "richese_sale", "when": when}, {}
+    sale = r.sale
+    if r.stage == "sale" and sale is None and seat == RICHESE:
+        for cid in state.cache:
+            for auction in ("once_around", "silent"):
+                yield {"type": "richese_offer", "card": cid, "auction": auction}, {}
+    if sale is not None and sale.auction == "once_around" and sale.turn == seat:
+        low = 1 + (0 if sale.high is None else sale.high.amount)
+        if can_pay(state, seat) >= low:
+            yield {"type": "bid"}, {"amount": {"kind": "amount", "min": low,
+                                               "max": can_pay(state, seat)}}
+        yield {"type": "pass_bid"}, {}
+    if sale is not None and sale.auction == "silent" and seat in sale.bidders:
+        yield {"type": "sealed_bid"}, {"amount": {"kind": "amount", "min": 0,
+                                                  "max": can_pay(state, seat)}}
     me = state.seat(seat)
     if me.ally is not None:
         spent = r.spent.get(seat, 0)
@@ -877,10 +1262,12 @@ EFFECT = Effect(
     operator=(OpenBidding,),
     handlers={OpenBidding: open_bidding, Bid: bid, PassBid: pass_bid, KaramaBuy: karama_buy,
               BidSupport: bid_support, IxSetAside: ix_set_aside, IxReplace: ix_replace,
-              RicheseSale: richese_sale},
+              RicheseSale: richese_sale, RicheseOffer: richese_offer,
+              SealedBid: sealed_bid},
     events=(BiddingOpened, RicheseSaleChosen, CardsDealt, IxiansChoosing, CardSetAside,
             AuctionShuffled, CardUp, BidPlaced, BidPassed, KaramaBought, CardSold,
-            CardsReturned, SupportSet, BiddingClosed),
+            CardsReturned, SupportSet, SaleOpened, SaleOffered, SealedBidPlaced,
+            SealedBidsRevealed, CacheCardSold, SaleUnsold, SaleClosed, BiddingClosed),
     part=ROUND,
     view=view_part,
     view_shapes=ViewShapes(public={"bidding": RoundShown | None}),

@@ -24,6 +24,9 @@ Figures (sizes are for the full run; --quick and --smoke shrink them):
 - memory: peak RSS of a `dune-ledger worker --once` process on a database of
   10,000 rooms each with an open search, against a bare Python process that
   imports the same modules.
+- bidding (issue 35, scripts/bench_bidding.py): a bid or a pass against a `draw`, and
+  a whole six-seat round applied, audited and projected per command against a Box
+  search's, in CPU time.
 - integrity (issue 18): command latency (RoomsApp.execute, a decided draw,
   discard or Box search) and load latency (RoomsApp.load: the snapshot and the
   events after it, verified) with the key file's Ed25519 signatures, against the
@@ -69,6 +72,7 @@ from dune_ledger.infrastructure import randomness
 from dune_ledger.infrastructure.demo import BOX_LAYOUT
 from dune_ledger.infrastructure.storage import open_rooms
 from scripts import (
+    bench_bidding,  # the Bidding round's figures (scripts/bench_bidding.py)
     bench_commands,  # the command mix and its baselines (scripts/bench_commands.py)
     benchcommon,  # timing, throwaway databases, the machine (scripts/benchcommon.py)
 )
@@ -655,6 +659,17 @@ def table_rows(report: dict[str, Any]) -> list[Row]:
                             f"{r['cpu_ms']:.3f} ms vs {r['cpu_baseline_ms']:.3f} ms {base}",
                             f"{r['cpu_ratio']:.3f}", "≤ 1.10" if r["of"] == "command" else "",
                             r["cpu_ratio"], False))
+    for r in f.get("bidding", []):
+        b, w = r["bid_vs_draw"], r["round_vs_search"]
+        rows.append(Row("a bid or a pass vs a draw, CPU", LABEL[r["storage"]],
+                        f"{b['bid_or_pass_ms']:.3f} ms vs {b['draw_ms']:.3f} ms",
+                        f"{b['ratio']:.2f}", "≤ 1.2", b["ratio"], False))
+        rows.append(Row(f"a six-seat round ({w['commands_per_round']} commands) applied, "
+                        "audited, projected, per command vs a Box search's, CPU",
+                        LABEL[r["storage"]],
+                        f"{w['round_ms_per_command']:.3f} ms vs "
+                        f"{w['search_ms_per_command']:.3f} ms", f"{w['ratio']:.2f}", "",
+                        w["ratio"], False))
     for r in f.get("memory", []):
         rows.append(Row(f"worker peak RSS, {r['rooms']:,} open rooms", LABEL[r["storage"]],
                         f"{r['worker_peak_rss_mib']:.0f} MiB vs {r['bare_rss_mib']:.0f} MiB "
@@ -725,9 +740,9 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--smoke", action="store_true", help="tiny: only checks every figure runs")
     p.add_argument("--storage", default="sqlite,postgresql",
                    help="comma-separated: sqlite, postgresql (skipped when unreachable)")
-    p.add_argument("--only", default="commands,replay,memory,integrity",
+    p.add_argument("--only", default="commands,replay,memory,integrity,bidding",
                    help="figure groups: commands, replay (replay, load, growth), memory, "
-                        "integrity (signing and encryption)")
+                        "integrity (signing and encryption), bidding")
     p.add_argument("--markdown", action="store_true", help="the table on stdout, not the JSON")
     p.add_argument("--before", type=Path, nargs="?", const=Path("-"),
                    help="an earlier JSON report to show beside this run, each figure's cost "
@@ -743,7 +758,7 @@ def main(argv: list[str] | None = None) -> int:
         note(f"PostgreSQL skipped: not reachable at {pg_admin_url()} ({why})")
     figures: dict[str, list[dict[str, Any]]] = {
         "commands": [], "replay": [], "load": [], "growth": [], "memory": [],
-        "integrity": []}
+        "integrity": [], "bidding": []}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dl-bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -757,6 +772,11 @@ def main(argv: list[str] | None = None) -> int:
                 figures["growth"] += growth
             if "integrity" in groups:
                 figures["integrity"] += bench_integrity(storage, tmp, size)
+            if "bidding" in groups:
+                with database(storage, tmp, "bidding") as url:
+                    measured = bench_bidding.bench_bidding(url, size["samples"] * 5,
+                                                           size["rounds"] + 2)
+                figures["bidding"].append({"storage": storage, **measured})
             if "memory" in groups and storage == "sqlite":
                 figures["memory"].append(bench_memory(storage, tmp, size["open_rooms"]))
     report = {

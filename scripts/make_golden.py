@@ -280,16 +280,21 @@ def committed_room(app: RoomsApp) -> str:
 
 
 def bidding_round(app: RoomsApp) -> str:
-    """A six-seat Bidding round (RULES 10): Richese sells nothing, the Ixians set a card
-    aside, a Karama bid outbid, a purchase with the income and the Ixian ally's
-    replacement, one paid with an ally's support with its income and bonus, a Karama
-    buy, then everyone passes and the rest go back on the deck."""
+    """A six-seat Bidding round (RULES 10): Richese's silent cache sale first, unsold,
+    the Ixians set a card aside, a Karama bid outbid, a purchase with the income and
+    the Ixian ally's replacement, one paid with an ally's support with its income and
+    bonus, a Karama buy, then everyone passes and the rest go back on the deck."""
     room = app.create_room(example("bidding"))["room"]
     ok(app, room, OPERATOR, {"type": "open_bidding", "order": [
         "emperor", "atreides", "harkonnen", "ixians", "richese", "bene_gesserit"]})
-    ok(app, room, "richese", {"type": "richese_sale", "when": "none"})
+    ok(app, room, "richese", {"type": "richese_sale", "when": "first"})
     dealt = app.seat_view(room, "ixians")["bidding"]["dealt"]
     ok(app, room, "ixians", {"type": "ix_set_aside", "card": dealt[0]["id"], "where": "top"})
+    # The cache sale first, silent: every sealed bid 0, so the card goes to Richese.
+    ok(app, room, "richese", {"type": "richese_offer", "card": "ornithopter",
+                              "auction": "silent"})
+    for seat in app.public_view(room)["bidding"]["sale"]["bidders"]:
+        ok(app, room, seat, {"type": "sealed_bid", "amount": 0})
     ok(app, room, "bene_gesserit", {"type": "bid_support", "amount": 4})
 
     def turn() -> str:
@@ -323,9 +328,36 @@ def bidding_round(app: RoomsApp) -> str:
     return room
 
 
+def cache_sale(app: RoomsApp) -> str:
+    """Richese sells a cache card once around, last: the normal cards first, then the
+    sale, bought by the Emperor and paid to Richese."""
+    raw = example("bidding")
+    raw["seats"] = [s for s in raw["seats"] if s["faction"] != "ixians"]
+    raw["seats"][1] = {**raw["seats"][1], "ally": None}
+    order = ["emperor", "atreides", "harkonnen", "richese", "bene_gesserit"]
+    room = app.create_room(raw)["room"]
+    ok(app, room, OPERATOR, {"type": "open_bidding", "order": order})
+    ok(app, room, "richese", {"type": "richese_sale", "when": "last"})
+    while (round_ := app.public_view(room)["bidding"])["stage"] != "sale":
+        if app.public_view(room)["response"] is not None:
+            pass_every_window(app, room)
+            continue
+        up = round_["up"]
+        command = {"type": "bid", "amount": 1} if up["high"] is None else {"type": "pass_bid"}
+        ok(app, room, up["turn"], command)
+    ok(app, room, "richese", {"type": "richese_offer", "card": "ornithopter",
+                              "auction": "once_around"})
+    ok(app, room, "bene_gesserit", {"type": "pass_bid"})
+    ok(app, room, "emperor", {"type": "bid", "amount": 3})
+    while (round_ := app.public_view(room)["bidding"]) and round_["sale"]["turn"]:
+        ok(app, room, round_["sale"]["turn"], {"type": "pass_bid"})
+    pass_every_window(app, room)
+    return room
+
+
 PLAYS: list[Play] = [box_room, gifts_and_distrans, truthtrance, guild, semuta, semuta_passed,
                      ambassador_purchase, ambassador_cohort, ambassador_flows, window_deadline,
-                     committed_room, bidding_round]
+                     committed_room, bidding_round, cache_sale]
 
 
 def seen(app: RoomsApp, room: str) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import orjson
 
 from dune_ledger.application.rooms import RoomsApp
 from dune_ledger.application.stream import Recorded
-from dune_ledger.domain.bidding import round_of
+from dune_ledger.domain.bidding import CacheCardSold, SaleOffered, SaleUnsold, round_of
 from dune_ledger.domain.catalog import CARDS, is_box
 from dune_ledger.domain.events import RoomCreated
 from dune_ledger.domain.gifts import offer_of
@@ -62,11 +62,16 @@ def face_up(state: RoomState) -> set[str]:
         # search takes one is a control leak, which no name scan sees: see
         # tests/test_fuzz_commands.py.)
         known.update(window.data.get("cards", []))
+    bidding = round_of(state)
+    if bidding is not None and bidding.sale is not None:
+        known.add(bidding.sale.card)  # Richese names the card it sells (RULES 10.5)
     return known
 
 
 def hidden_from_public(state: RoomState, event: Any = None) -> set[str]:
     known = face_up(state)
+    if isinstance(event, SaleOffered | CacheCardSold | SaleUnsold):
+        known.add(event.card)  # Richese names the card it sells (RULES 10.5)
     if isinstance(event, FeePaid) and is_box(event.card):
         known.add(event.card)  # the Box is played face up when its fee is paid
     return all_ids(state) - known
@@ -86,14 +91,16 @@ def hidden_from_seat(state: RoomState, seat: str, *, candidates: bool = True) ->
     search = state.search
     if candidates and search is not None and search.owner == seat:
         known.update(cid for cid in search.discard if not is_box(cid))
-    # The Bidding round (RULES 10.2, 10.1): Atreides sees the card up for bid, the
-    # Ixians the dealt cards while they choose.
+    # The Bidding round (RULES 10.2, 10.1, 10.5): Atreides sees the card up for bid, the
+    # Ixians the dealt cards while they choose, Richese its cache while it names a card.
     bidding = round_of(state)
     if bidding is not None:
         if seat == "atreides" and bidding.up is not None and bidding.auction:
             known.add(bidding.auction[0])
         if seat == "ixians" and bidding.stage == "ixians":
             known.update(bidding.dealt)
+        if seat == "richese" and bidding.stage == "sale" and bidding.sale is None:
+            known.update(state.cache)
     return all_ids(state) - known
 
 

@@ -298,3 +298,28 @@ def test_autopilot_seats_play_a_whole_bidding_round_from_their_own_views(
         types = [e["type"] for e in rooms.public_log(room)]
         assert "CardSetAside" in types and "BiddingClosed" in types
         assert audit_room(rooms, room)["ok"]
+
+
+def test_autopilot_seats_answer_a_silent_cache_sale_from_their_own_views(url: str) -> None:
+    """RULES 10.5: every seat asked sends one sealed bid, bounded by what it can pay."""
+    from dune_ledger.infrastructure.demo import example
+
+    raw = example("bidding")
+    with open_rooms(url) as rooms:
+        room = rooms.create_room(raw)["room"]
+        order = [s["faction"] for s in raw["seats"]]
+        assert rooms.execute(room, "operator", {"type": "open_bidding", "order": order})["ok"]
+        assert rooms.execute(room, "richese", {"type": "richese_sale", "when": "first"})["ok"]
+        dealt = rooms.seat_view(room, "ixians")["bidding"]["dealt"]
+        assert rooms.execute(room, "ixians", {"type": "ix_set_aside", "card": dealt[0]["id"],
+                                              "where": "top"})["ok"]
+        assert rooms.execute(room, "richese", {"type": "richese_offer", "card": "ornithopter",
+                                               "auction": "silent"})["ok"]
+        for seat in order:
+            assert rooms.execute(room, seat, {"type": "set_autopilot", "enabled": True,
+                                              "profile": "hard"})["ok"]
+        for _ in range(10):
+            if "SealedBidsRevealed" in [e["type"] for e in rooms.public_log(room)]:
+                break
+            autopilot.tick(rooms, pace=0, now=rooms.clock() + timedelta(seconds=5))
+        assert "SealedBidsRevealed" in [e["type"] for e in rooms.public_log(room)]

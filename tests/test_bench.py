@@ -51,6 +51,10 @@ def test_smoke_run_reports_every_figure() -> None:
         assert integrity == [(cost, of) for cost in ("signing", "encryption")
                              for of in ("command", "load", "audit")]
 
+        (bidding,) = [r for r in figures["bidding"] if r["storage"] == storage]
+        assert bidding["bid_vs_draw"]["ratio"] > 0
+        assert bidding["round_vs_search"]["commands_per_round"] > 30
+
     (memory,) = figures["memory"]
     assert memory["worker_rc"] == 0
     assert memory["worker_peak_rss_mib"] > 0 and memory["bare_rss_mib"] > 0

@@ -193,7 +193,11 @@ def likely(state: RoomState, seat: str) -> list[dict[str, Any]]:
         high = bidding.up.high.amount if bidding.up and bidding.up.high else 0
         out += [{"type": "pass_bid"}, {"type": "bid", "amount": high + 1},
                 {"type": "bid", "amount": high + 2}, {"type": "bid_support", "amount": 2},
-                {"type": "richese_sale", "when": "none"}]
+                {"type": "richese_sale", "when": "none"},
+                {"type": "richese_sale", "when": "first"}, {"type": "sealed_bid", "amount": 1},
+                {"type": "sealed_bid", "amount": 0}]
+        out += [{"type": "richese_offer", "card": cid, "auction": auction}
+                for cid in state.cache[:2] for auction in ("once_around", "silent")]
         out += [{"type": kind, "karama": cid} | ({"amount": high + 5} if kind == "bid" else {})
                 for cid in me.hand if CARDS[cid].is_karama for kind in ("bid", "karama_buy")]
         out += [{"type": "ix_set_aside", "card": cid, "where": "top"}
@@ -221,6 +225,9 @@ def awaited_seats(state: RoomState) -> list[str]:
     bidding = round_of(state)
     if bidding is not None and bidding.up is not None:
         out.append(bidding.up.turn)
+    elif bidding is not None and bidding.sale is not None:
+        sale = bidding.sale
+        out += [sale.turn] if sale.turn else [f for f in sale.bidders if f not in sale.sealed]
     elif bidding is not None and bidding.stage != "payment":
         out.append("ixians" if bidding.stage == "ixians" else "richese")
     return [f for f in out if f in {s.faction for s in state.seats}]

@@ -331,18 +331,127 @@ def test_actions_offer_bids_bounded_by_what_the_seat_can_pay():
     assert not [a for a in actions(state, "atreides") if a["type"] in ("bid", "pass_bid")]
 
 
-def test_richese_answers_first_and_a_sale_is_refused_as_not_implemented():
-    state = room(seats=seats(richese={"spice": 5, "hand": []}))
-    order = ["emperor", "atreides", "harkonnen", "fremen", "richese"]
-    tx = run(state, OPERATOR, {"type": "open_bidding", "order": order})
+RICHESE_ORDER = ["emperor", "atreides", "harkonnen", "fremen", "richese"]
+
+
+def with_richese(**over: dict[str, Any]) -> RoomState:
+    return room(seats=seats(**{"richese": {"spice": 5, "hand": []}, **over}))
+
+
+def test_richese_answers_first_and_the_round_waits():
+    state = with_richese()
+    tx = run(state, OPERATOR, {"type": "open_bidding", "order": RICHESE_ORDER})
     assert types(tx) == ["BiddingOpened"]
     state = tx.state
     assert code(state, "emperor", {"type": "bid", "amount": 1}) == "round_waiting"
-    assert code(state, "richese", {"type": "richese_sale", "when": "first"}) \
-        == "not_implemented"
-    assert code(state, "richese", {"type": "sealed_bid", "amount": 1}) == "not_implemented"
+    assert code(state, "emperor", {"type": "richese_sale", "when": "none"}) == "not_eligible"
+    assert code(state, "richese", {"type": "sealed_bid", "amount": 1}) == "not_eligible"
     tx = run(state, "richese", {"type": "richese_sale", "when": "none"})
     assert types(tx) == ["RicheseSaleChosen", "CardsDealt", "CardUp"]
+    assert len(round_of(tx.state).auction) == 4  # type: ignore[union-attr]
+
+
+def sale_first(auction: str, **over: dict[str, Any]) -> RoomState:
+    state = run(with_richese(**over), OPERATOR, {"type": "open_bidding",
+                                                 "order": RICHESE_ORDER}).state
+    tx = run(state, "richese", {"type": "richese_sale", "when": "first"})
+    # One card fewer: the sale is one of the round's cards.
+    assert types(tx) == ["RicheseSaleChosen", "CardsDealt", "SaleOpened"]
+    assert len(round_of(tx.state).auction) == 3  # type: ignore[union-attr]
+    state = tx.state
+    assert code(state, "richese", {"type": "richese_offer", "card": "crysknife",
+                                   "auction": auction}) == "not_eligible"
+    tx = run(state, "richese", {"type": "richese_offer", "card": "ornithopter",
+                                "auction": auction})
+    assert tx.events[0].public()["card"] == "ornithopter"  # named: public
+    return tx.state
+
+
+def test_a_once_around_sale_goes_from_after_richese_round_to_richese_last():
+    state = sale_first("once_around")
+    sale = bidding(state)["sale"]
+    assert sale["bidders"] == ["emperor", "atreides", "harkonnen", "richese"]
+    assert sale["card"]["id"] == "ornithopter"
+    assert code(state, "atreides", {"type": "bid", "amount": 1}) == "not_your_turn"
+    assert code(state, "emperor", {"type": "bid", "amount": 1, "karama": "karama-1"}) \
+        == "not_eligible"
+    assert code(state, "emperor", {"type": "karama_buy", "karama": "karama-1"}) \
+        == "round_waiting"
+    state = run(state, "emperor", {"type": "bid", "amount": 2}).state
+    state = run(state, "atreides", {"type": "pass_bid"}).state
+    assert code(state, "harkonnen", {"type": "bid", "amount": 2}) == "bid_too_low"
+    state = run(state, "harkonnen", {"type": "bid", "amount": 3}).state
+    richese = state.seat("richese").spice
+    tx = run(state, "richese", {"type": "pass_bid"})
+    assert "CacheCardSold" in types(tx)
+    state = tx.state
+    assert "ornithopter" in state.seat("harkonnen").hand
+    assert state.seat("richese").spice == richese + 3  # the price to Richese
+    assert state.seat("harkonnen").spice == 7
+    state = pass_windows(state)  # the Harkonnen bonus; no income for a sale
+    assert bidding(state)["sale"] is None and bidding(state)["up"]["index"] == 1
+
+
+def test_a_silent_sale_reveals_nothing_until_every_sealed_bid_is_in():
+    state = sale_first("silent")
+    assert bidding(state)["sale"]["bidders"] == ["emperor", "atreides", "harkonnen", "richese"]
+    tx = run(state, "emperor", {"type": "sealed_bid", "amount": 4})
+    assert tx.events[0].public() == {"seat": "emperor"}
+    other = run(state, "emperor", {"type": "sealed_bid", "amount": 1})
+    # What anyone sees does not depend on the amount.
+    for seat in ("atreides", "harkonnen", "richese", "fremen"):
+        assert seat_view(tx.state, seat)["bidding"] == seat_view(other.state, seat)["bidding"]
+    assert public_view(tx.state) == public_view(other.state)
+    state = tx.state
+    assert code(state, "emperor", {"type": "sealed_bid", "amount": 2}) == "not_eligible"
+    assert code(state, "atreides", {"type": "sealed_bid", "amount": 11}) == "insufficient_spice"
+    assert code(state, "fremen", {"type": "sealed_bid", "amount": 1}) == "not_eligible"
+    state = run(state, "atreides", {"type": "sealed_bid", "amount": 4}).state
+    state = run(state, "harkonnen", {"type": "sealed_bid", "amount": 0}).state
+    tx = run(state, "richese", {"type": "sealed_bid", "amount": 2})
+    revealed = next(e for e in tx.events if e.type == "SealedBidsRevealed")
+    # A tie goes to the earliest in order.
+    assert revealed.public() == {"amounts": {"emperor": 4, "atreides": 4, "harkonnen": 0,
+                                             "richese": 2}, "winner": "emperor"}
+    assert "ornithopter" in tx.state.seat("emperor").hand
+    assert seat_view(tx.state, "atreides")["me"]["reserved"] == 0
+
+
+def test_an_unsold_cache_card_goes_to_richese_or_leaves_the_game():
+    state = sale_first("silent")
+    for seat in ("emperor", "atreides", "harkonnen", "richese"):
+        tx = run(state, seat, {"type": "sealed_bid", "amount": 0})
+        state = tx.state
+    assert "SaleUnsold" in types(tx) and "ornithopter" in state.seat("richese").hand
+    full = ["shield-2", "shield-3", "shield-4", "snooper-1"]
+    state = sale_first("once_around", richese={"spice": 5, "hand": full},
+                       fremen={"hand": ["snooper-2"]})
+    for seat in ("emperor", "atreides", "harkonnen", "fremen"):
+        tx = run(state, seat, {"type": "pass_bid"})
+        state = tx.state
+    assert "SaleUnsold" in types(tx) and "ornithopter" in state.removed
+
+
+def test_a_sale_announced_last_comes_after_the_cards_and_not_after_everyone_passed():
+    state = run(with_richese(), OPERATOR, {"type": "open_bidding",
+                                           "order": RICHESE_ORDER}).state
+    state = run(state, "richese", {"type": "richese_sale", "when": "last"}).state
+    assert bidding(state)["sale"]["when"] == "last"
+    passed = state
+    for seat in ("emperor", "atreides", "harkonnen", "richese"):
+        tx = run(passed, seat, {"type": "pass_bid"})
+        passed = tx.state
+    assert types(tx)[-1] == "BiddingClosed" and "ornithopter" in passed.cache
+    # Every card sold: then the sale.
+    for _ in range(3):
+        up = bidding(state)["up"]
+        state = run(state, up["turn"], {"type": "bid", "amount": 1}).state
+        while bidding(state)["up"] is not None and bidding(state)["up"]["high"] is not None:
+            state = run(state, bidding(state)["up"]["turn"], {"type": "pass_bid"}).state
+        state = pass_windows(state)
+    assert bidding(state)["stage"] == "sale"
+    listed = [a for a in actions(state, "richese") if a["type"] == "richese_offer"]
+    assert {"type": "richese_offer", "card": "ornithopter", "auction": "silent"} in listed
 
 
 def test_an_empty_deck_is_refilled_from_the_pile_while_dealing():

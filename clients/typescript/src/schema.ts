@@ -521,7 +521,8 @@ export interface components {
              */
             type: "sealed_bid";
             /** Amount */
-            amount: number;
+            amount?: number;
+            free?: components["schemas"]["SealedBidFree"];
         };
         /** ActionSelectCard */
         ActionSelectCard: {
@@ -1551,6 +1552,52 @@ export interface components {
             search: components["schemas"]["CandidatesShown"] | null;
             /** Notice */
             notice?: string;
+        };
+        /** CacheCardSold */
+        CacheCardSold: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CacheCardSold";
+            /** Version */
+            version: number;
+            /** Event */
+            event: string;
+            /** Seat */
+            seat: string;
+            /** Card */
+            card: string;
+            /** Amount */
+            amount: number;
+            /** To */
+            to: string;
+        };
+        /** CacheCardSoldEntry */
+        CacheCardSoldEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "CacheCardSold";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Event */
+            event: string;
+            /** Seat */
+            seat: string;
+            /** Card */
+            card: string;
+            /** Amount */
+            amount: number;
+            /** To */
+            to: string;
         };
         /** CandidatesShown */
         CandidatesShown: {
@@ -2751,7 +2798,7 @@ export interface components {
             control?: components["schemas"]["Control"] | null;
         };
         /** LogEntry */
-        LogEntry: components["schemas"]["AmbassadorCohortDrawnEntry"] | components["schemas"]["AmbassadorCopiedEntry"] | components["schemas"]["AmbassadorCopyOfferedEntry"] | components["schemas"]["AmbassadorDeclinedEntry"] | components["schemas"]["AmbassadorEntryClosedEntry"] | components["schemas"]["AmbassadorNoEffectEntry"] | components["schemas"]["AmbassadorOfferedEntry"] | components["schemas"]["AmbassadorTriggeredEntry"] | components["schemas"]["AuctionShuffledEntry"] | components["schemas"]["AutopilotSetEntry"] | components["schemas"]["BidPassedEntry"] | components["schemas"]["BidPlacedEntry"] | components["schemas"]["BiddingClosedEntry"] | components["schemas"]["BiddingOpenedEntry"] | components["schemas"]["BoxDiscardedEntry"] | components["schemas"]["CardDiscardedEntry"] | components["schemas"]["CardDrawnEntry"] | components["schemas"]["CardGivenEntry"] | components["schemas"]["CardRetrievedEntry"] | components["schemas"]["CardSetAsideEntry"] | components["schemas"]["CardSoldEntry"] | components["schemas"]["CardUpEntry"] | components["schemas"]["CardsDealtEntry"] | components["schemas"]["CardsReturnedEntry"] | components["schemas"]["DeckShuffledEntry"] | components["schemas"]["DiscardReshuffledEntry"] | components["schemas"]["EmperorIncomePaidEntry"] | components["schemas"]["FeePaidEntry"] | components["schemas"]["GiftAcceptedEntry"] | components["schemas"]["GiftDeclinedEntry"] | components["schemas"]["GiftOfferedEntry"] | components["schemas"]["HarkonnenBonusResolvedEntry"] | components["schemas"]["IxiansChoosingEntry"] | components["schemas"]["KaramaBoughtEntry"] | components["schemas"]["PileShuffledEntry"] | components["schemas"]["PromiseFulfilledEntry"] | components["schemas"]["PurchasePaidEntry"] | components["schemas"]["ReceiptAdvancedEntry"] | components["schemas"]["ReceiptStagedEntry"] | components["schemas"]["ReplacementDecidedEntry"] | components["schemas"]["ReplacementOfferedEntry"] | components["schemas"]["ResponseCancelledEntry"] | components["schemas"]["ResponseDeadlinePassedEntry"] | components["schemas"]["ResponsePassedEntry"] | components["schemas"]["ResponseWindowClosedEntry"] | components["schemas"]["ResponseWindowOpenedEntry"] | components["schemas"]["RicheseSaleChosenEntry"] | components["schemas"]["RoomCreatedEntry"] | components["schemas"]["RoomEndedEntry"] | components["schemas"]["SearchClosedEntry"] | components["schemas"]["SearchOpenedEntry"] | components["schemas"]["SeatSeedSetEntry"] | components["schemas"]["SeatTokenReissuedEntry"] | components["schemas"]["SemutaPassedEntry"] | components["schemas"]["SemutaReactionQueuedEntry"] | components["schemas"]["SemutaTakenEntry"] | components["schemas"]["SemutaWindowClosedEntry"] | components["schemas"]["SemutaWindowOpenedEntry"] | components["schemas"]["ShipmentStoppedEntry"] | components["schemas"]["ShippingCostRefundedEntry"] | components["schemas"]["SupportSetEntry"] | components["schemas"]["TerritoryEnteredEntry"] | components["schemas"]["TruthtranceAnsweredEntry"] | components["schemas"]["TruthtranceAskedEntry"] | components["schemas"]["WormResumedEntry"];
+        LogEntry: components["schemas"]["AmbassadorCohortDrawnEntry"] | components["schemas"]["AmbassadorCopiedEntry"] | components["schemas"]["AmbassadorCopyOfferedEntry"] | components["schemas"]["AmbassadorDeclinedEntry"] | components["schemas"]["AmbassadorEntryClosedEntry"] | components["schemas"]["AmbassadorNoEffectEntry"] | components["schemas"]["AmbassadorOfferedEntry"] | components["schemas"]["AmbassadorTriggeredEntry"] | components["schemas"]["AuctionShuffledEntry"] | components["schemas"]["AutopilotSetEntry"] | components["schemas"]["BidPassedEntry"] | components["schemas"]["BidPlacedEntry"] | components["schemas"]["BiddingClosedEntry"] | components["schemas"]["BiddingOpenedEntry"] | components["schemas"]["BoxDiscardedEntry"] | components["schemas"]["CacheCardSoldEntry"] | components["schemas"]["CardDiscardedEntry"] | components["schemas"]["CardDrawnEntry"] | components["schemas"]["CardGivenEntry"] | components["schemas"]["CardRetrievedEntry"] | components["schemas"]["CardSetAsideEntry"] | components["schemas"]["CardSoldEntry"] | components["schemas"]["CardUpEntry"] | components["schemas"]["CardsDealtEntry"] | components["schemas"]["CardsReturnedEntry"] | components["schemas"]["DeckShuffledEntry"] | components["schemas"]["DiscardReshuffledEntry"] | components["schemas"]["EmperorIncomePaidEntry"] | components["schemas"]["FeePaidEntry"] | components["schemas"]["GiftAcceptedEntry"] | components["schemas"]["GiftDeclinedEntry"] | components["schemas"]["GiftOfferedEntry"] | components["schemas"]["HarkonnenBonusResolvedEntry"] | components["schemas"]["IxiansChoosingEntry"] | components["schemas"]["KaramaBoughtEntry"] | components["schemas"]["PileShuffledEntry"] | components["schemas"]["PromiseFulfilledEntry"] | components["schemas"]["PurchasePaidEntry"] | components["schemas"]["ReceiptAdvancedEntry"] | components["schemas"]["ReceiptStagedEntry"] | components["schemas"]["ReplacementDecidedEntry"] | components["schemas"]["ReplacementOfferedEntry"] | components["schemas"]["ResponseCancelledEntry"] | components["schemas"]["ResponseDeadlinePassedEntry"] | components["schemas"]["ResponsePassedEntry"] | components["schemas"]["ResponseWindowClosedEntry"] | components["schemas"]["ResponseWindowOpenedEntry"] | components["schemas"]["RicheseSaleChosenEntry"] | components["schemas"]["RoomCreatedEntry"] | components["schemas"]["RoomEndedEntry"] | components["schemas"]["SaleClosedEntry"] | components["schemas"]["SaleOfferedEntry"] | components["schemas"]["SaleOpenedEntry"] | components["schemas"]["SaleUnsoldEntry"] | components["schemas"]["SealedBidPlacedEntry"] | components["schemas"]["SealedBidsRevealedEntry"] | components["schemas"]["SearchClosedEntry"] | components["schemas"]["SearchOpenedEntry"] | components["schemas"]["SeatSeedSetEntry"] | components["schemas"]["SeatTokenReissuedEntry"] | components["schemas"]["SemutaPassedEntry"] | components["schemas"]["SemutaReactionQueuedEntry"] | components["schemas"]["SemutaTakenEntry"] | components["schemas"]["SemutaWindowClosedEntry"] | components["schemas"]["SemutaWindowOpenedEntry"] | components["schemas"]["ShipmentStoppedEntry"] | components["schemas"]["ShippingCostRefundedEntry"] | components["schemas"]["SupportSetEntry"] | components["schemas"]["TerritoryEnteredEntry"] | components["schemas"]["TruthtranceAnsweredEntry"] | components["schemas"]["TruthtranceAskedEntry"] | components["schemas"]["WormResumedEntry"];
         /** Me */
         Me: {
             /**
@@ -2932,7 +2979,7 @@ export interface components {
             box: string;
         };
         /** PublicEvent */
-        PublicEvent: components["schemas"]["AmbassadorCohortDrawn"] | components["schemas"]["AmbassadorCopied"] | components["schemas"]["AmbassadorCopyOffered"] | components["schemas"]["AmbassadorDeclined"] | components["schemas"]["AmbassadorEntryClosed"] | components["schemas"]["AmbassadorNoEffect"] | components["schemas"]["AmbassadorOffered"] | components["schemas"]["AmbassadorTriggered"] | components["schemas"]["AuctionShuffled"] | components["schemas"]["AutopilotSet"] | components["schemas"]["BidPassed"] | components["schemas"]["BidPlaced"] | components["schemas"]["BiddingClosed"] | components["schemas"]["BiddingOpened"] | components["schemas"]["BoxDiscarded"] | components["schemas"]["CardDiscarded"] | components["schemas"]["CardDrawn"] | components["schemas"]["CardGiven"] | components["schemas"]["CardRetrieved"] | components["schemas"]["CardSetAside"] | components["schemas"]["CardSold"] | components["schemas"]["CardUp"] | components["schemas"]["CardsDealt"] | components["schemas"]["CardsReturned"] | components["schemas"]["DeckShuffled"] | components["schemas"]["DiscardReshuffled"] | components["schemas"]["EmperorIncomePaid"] | components["schemas"]["FeePaid"] | components["schemas"]["GiftAccepted"] | components["schemas"]["GiftDeclined"] | components["schemas"]["GiftOffered"] | components["schemas"]["HarkonnenBonusResolved"] | components["schemas"]["IxiansChoosing"] | components["schemas"]["KaramaBought"] | components["schemas"]["PileShuffled"] | components["schemas"]["PromiseFulfilled"] | components["schemas"]["PurchasePaid"] | components["schemas"]["ReceiptAdvanced"] | components["schemas"]["ReceiptStaged"] | components["schemas"]["ReplacementDecided"] | components["schemas"]["ReplacementOffered"] | components["schemas"]["ResponseCancelled"] | components["schemas"]["ResponseDeadlinePassed"] | components["schemas"]["ResponsePassed"] | components["schemas"]["ResponseWindowClosed"] | components["schemas"]["ResponseWindowOpened"] | components["schemas"]["RicheseSaleChosen"] | components["schemas"]["RoomCreated"] | components["schemas"]["RoomEnded"] | components["schemas"]["SearchClosed"] | components["schemas"]["SearchOpened"] | components["schemas"]["SeatSeedSet"] | components["schemas"]["SeatTokenReissued"] | components["schemas"]["SemutaPassed"] | components["schemas"]["SemutaReactionQueued"] | components["schemas"]["SemutaTaken"] | components["schemas"]["SemutaWindowClosed"] | components["schemas"]["SemutaWindowOpened"] | components["schemas"]["ShipmentStopped"] | components["schemas"]["ShippingCostRefunded"] | components["schemas"]["SupportSet"] | components["schemas"]["TerritoryEntered"] | components["schemas"]["TruthtranceAnswered"] | components["schemas"]["TruthtranceAsked"] | components["schemas"]["WormResumed"];
+        PublicEvent: components["schemas"]["AmbassadorCohortDrawn"] | components["schemas"]["AmbassadorCopied"] | components["schemas"]["AmbassadorCopyOffered"] | components["schemas"]["AmbassadorDeclined"] | components["schemas"]["AmbassadorEntryClosed"] | components["schemas"]["AmbassadorNoEffect"] | components["schemas"]["AmbassadorOffered"] | components["schemas"]["AmbassadorTriggered"] | components["schemas"]["AuctionShuffled"] | components["schemas"]["AutopilotSet"] | components["schemas"]["BidPassed"] | components["schemas"]["BidPlaced"] | components["schemas"]["BiddingClosed"] | components["schemas"]["BiddingOpened"] | components["schemas"]["BoxDiscarded"] | components["schemas"]["CacheCardSold"] | components["schemas"]["CardDiscarded"] | components["schemas"]["CardDrawn"] | components["schemas"]["CardGiven"] | components["schemas"]["CardRetrieved"] | components["schemas"]["CardSetAside"] | components["schemas"]["CardSold"] | components["schemas"]["CardUp"] | components["schemas"]["CardsDealt"] | components["schemas"]["CardsReturned"] | components["schemas"]["DeckShuffled"] | components["schemas"]["DiscardReshuffled"] | components["schemas"]["EmperorIncomePaid"] | components["schemas"]["FeePaid"] | components["schemas"]["GiftAccepted"] | components["schemas"]["GiftDeclined"] | components["schemas"]["GiftOffered"] | components["schemas"]["HarkonnenBonusResolved"] | components["schemas"]["IxiansChoosing"] | components["schemas"]["KaramaBought"] | components["schemas"]["PileShuffled"] | components["schemas"]["PromiseFulfilled"] | components["schemas"]["PurchasePaid"] | components["schemas"]["ReceiptAdvanced"] | components["schemas"]["ReceiptStaged"] | components["schemas"]["ReplacementDecided"] | components["schemas"]["ReplacementOffered"] | components["schemas"]["ResponseCancelled"] | components["schemas"]["ResponseDeadlinePassed"] | components["schemas"]["ResponsePassed"] | components["schemas"]["ResponseWindowClosed"] | components["schemas"]["ResponseWindowOpened"] | components["schemas"]["RicheseSaleChosen"] | components["schemas"]["RoomCreated"] | components["schemas"]["RoomEnded"] | components["schemas"]["SaleClosed"] | components["schemas"]["SaleOffered"] | components["schemas"]["SaleOpened"] | components["schemas"]["SaleUnsold"] | components["schemas"]["SealedBidPlaced"] | components["schemas"]["SealedBidsRevealed"] | components["schemas"]["SearchClosed"] | components["schemas"]["SearchOpened"] | components["schemas"]["SeatSeedSet"] | components["schemas"]["SeatTokenReissued"] | components["schemas"]["SemutaPassed"] | components["schemas"]["SemutaReactionQueued"] | components["schemas"]["SemutaTaken"] | components["schemas"]["SemutaWindowClosed"] | components["schemas"]["SemutaWindowOpened"] | components["schemas"]["ShipmentStopped"] | components["schemas"]["ShippingCostRefunded"] | components["schemas"]["SupportSet"] | components["schemas"]["TerritoryEntered"] | components["schemas"]["TruthtranceAnswered"] | components["schemas"]["TruthtranceAsked"] | components["schemas"]["WormResumed"];
         /**
          * PublicKey
          * @description The server's public signing key (INTERFACE "Audit"), as `keys show` prints it.
@@ -3714,12 +3761,170 @@ export interface components {
                 [key: string]: number;
             };
             up: components["schemas"]["UpShown"] | null;
-            /** Sale */
-            sale: {
-                [key: string]: unknown;
-            } | null;
+            sale: components["schemas"]["SaleShown"] | null;
             /** Dealt */
             dealt?: components["schemas"]["CardFace"][] | null;
+        };
+        /** SaleClosed */
+        SaleClosed: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SaleClosed";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+        };
+        /** SaleClosedEntry */
+        SaleClosedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SaleClosed";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+        };
+        /** SaleHighShown */
+        SaleHighShown: {
+            /**
+             * Seat
+             * @enum {string}
+             */
+            seat: "atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani";
+            /** Amount */
+            amount: number;
+        };
+        /** SaleOffered */
+        SaleOffered: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SaleOffered";
+            /** Version */
+            version: number;
+            /** Card */
+            card: string;
+            /** Auction */
+            auction: string;
+            /** Bidders */
+            bidders: string[];
+        };
+        /** SaleOfferedEntry */
+        SaleOfferedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SaleOffered";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Card */
+            card: string;
+            /** Auction */
+            auction: string;
+            /** Bidders */
+            bidders: string[];
+        };
+        /** SaleOpened */
+        SaleOpened: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SaleOpened";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+        };
+        /** SaleOpenedEntry */
+        SaleOpenedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SaleOpened";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+        };
+        /** SaleShown */
+        SaleShown: {
+            /** When */
+            when: ("first" | "last") | null;
+            card: components["schemas"]["CardFace"] | null;
+            /** Auction */
+            auction: ("once_around" | "silent") | null;
+            /** Bidders */
+            bidders: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            /** Turn */
+            turn: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani") | null;
+            high: components["schemas"]["SaleHighShown"] | null;
+            /** Sealed */
+            sealed: ("atreides" | "harkonnen" | "emperor" | "fremen" | "guild" | "bene_gesserit" | "ixians" | "tleilaxu" | "choam" | "richese" | "ecaz" | "moritani")[];
+            /** Amounts */
+            amounts: {
+                [key: string]: number;
+            } | null;
+        };
+        /** SaleUnsold */
+        SaleUnsold: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SaleUnsold";
+            /** Version */
+            version: number;
+            /** Card */
+            card: string;
+            /** To */
+            to: string;
+        };
+        /** SaleUnsoldEntry */
+        SaleUnsoldEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SaleUnsold";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Card */
+            card: string;
+            /** To */
+            to: string;
         };
         /** SealedBid */
         SealedBid: {
@@ -3734,6 +3939,78 @@ export interface components {
             type: "sealed_bid";
             /** Amount */
             amount: number;
+        };
+        /** SealedBidFree */
+        SealedBidFree: {
+            amount?: components["schemas"]["FreeAmount"];
+        };
+        /** SealedBidPlaced */
+        SealedBidPlaced: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SealedBidPlaced";
+            /** Version */
+            version: number;
+            /** Seat */
+            seat: string;
+        };
+        /** SealedBidPlacedEntry */
+        SealedBidPlacedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SealedBidPlaced";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Seat */
+            seat: string;
+        };
+        /** SealedBidsRevealed */
+        SealedBidsRevealed: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SealedBidsRevealed";
+            /** Version */
+            version: number;
+            /** Amounts */
+            amounts: {
+                [key: string]: number;
+            };
+            /** Winner */
+            winner: string | null;
+        };
+        /** SealedBidsRevealedEntry */
+        SealedBidsRevealedEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "SealedBidsRevealed";
+            /** Version */
+            version: number;
+            /** Seq */
+            seq: number;
+            /** Append */
+            append: number;
+            /** Text */
+            text: string;
+            /** Amounts */
+            amounts: {
+                [key: string]: number;
+            };
+            /** Winner */
+            winner: string | null;
         };
         /** SearchClosed */
         SearchClosed: {
