@@ -975,7 +975,9 @@
     if (a.richese_offer.length) parts.push(offerChoice(a.richese_offer));
     if (b && b.sale) parts.push(saleFacts(b.sale));
     for (const x of a.sealed_bid) {
-      parts.push(amountControl(x, 'sealed-amount', 'Your sealed bid', (n) => `Seal my bid of ${n} spice`));
+      parts.push(amountControl(x, 'sealed-amount', 'Your sealed bid', (n) => `Seal my bid of ${n} spice`),
+        h('p', { class: 'hint', text: 'One bid, sent once. Nobody sees an amount until every sealed '
+          + 'bid is in; then all are shown at once.' }));
     }
     if (b && view.me && b.order.includes(view.seat) && !(b.eligible || []).includes(view.seat)) {
       parts.push(h('p', { class: 'hint', id: 'not-eligible', text: 'Your hand is full: you do not bid '
