@@ -425,3 +425,38 @@ def test_a_silent_cache_sale_shows_no_sealed_amount_early(browser: Any, server: 
             for seat in pages:
                 seat.close()
     assert drawn[0] == drawn[1]
+
+
+def test_a_once_around_cache_sale(browser: Any, server: Server) -> None:
+    """Once around: the sale's turn and high bid on every page, each bidder once with the
+    same Bid and Pass, Richese last; the card to the high bidder."""
+    created = server.create(SALE)
+    room, tokens = created["room"], created["seats"]
+    r = httpx.post(f"{server.base}/rooms/{room}/commands",
+                   json={"type": "open_bidding", "order": ["richese", "atreides", "fremen"]})
+    assert r.json()["ok"], r.text
+    assert command(server, room, tokens["richese"], {"type": "richese_sale", "when": "first"})["ok"]
+    richese = Seat(browser, server, room, "richese", tokens["richese"])
+    atreides = Seat(browser, server, room, "atreides", tokens["atreides"])
+    try:
+        richese.page.get_by_role("button", name="Sell Ornithopter once around").click()
+        for seat in (richese, atreides):
+            seat.settled()
+        assert "Your turn" in atreides.page.inner_text("#sale-turn")
+        assert "Atreides to bid" in richese.page.inner_text("#sale-turn")
+        at_each_width(atreides.page, "bidding", "11-once-around")
+        atreides.page.get_by_role("button", name="One spice more").click()
+        atreides.button("Bid 2 spice").click()
+        assert command(server, room, tokens["fremen"], {"type": "pass_bid"})["ok"]
+        for seat in (richese, atreides):
+            seat.settled()
+        assert "2 spice by Atreides" in " ".join(richese.page.inner_text("#sale-high").split())
+        richese.button("Pass").click()
+        for seat in (richese, atreides):
+            seat.settled()
+            seat.assert_holds_nothing_hidden(("choam_richese",))
+        assert "Ornithopter" in atreides.page.inner_text("#my-hand")
+        assert not richese.page.is_visible("#sale")
+    finally:
+        richese.close()
+        atreides.close()
