@@ -935,6 +935,8 @@
         up.turn ? (up.turn === view.seat ? 'Your turn to bid or pass.' : `${fname(up.turn)} to bid or pass.`)
           : ''));
     }
+    // The cache sale, when there is one, above the controls it takes (Bid, Pass, a seal).
+    if (b && b.sale) parts.push(saleFacts(b.sale));
     // My controls: bid and pass first, where the thumb is.
     const bids = a.bid.filter((x) => !x.karama);
     const karamaBids = a.bid.filter((x) => x.karama);
@@ -973,7 +975,6 @@
           WHEN[x.when] || x.when, x.when === 'none' ? null : 'primary'))));
     }
     if (a.richese_offer.length) parts.push(offerChoice(a.richese_offer));
-    if (b && b.sale) parts.push(saleFacts(b.sale));
     for (const x of a.sealed_bid) {
       parts.push(amountControl(x, 'sealed-amount', 'Your sealed bid', (n) => `Seal my bid of ${n} spice`),
         h('p', { class: 'hint', text: 'One bid, sent once. Nobody sees an amount until every sealed '
