@@ -90,6 +90,7 @@ def play_demo(app: RoomsApp) -> Transcript:
     t = Transcript()
     play_box_room(app, t)
     play_ambassador_room(app, t)
+    play_bidding_room(app, t)
     return t
 
 
@@ -199,4 +200,42 @@ def play_ambassador_room(app: RoomsApp, t: Transcript) -> None:
         show(f"{seat}'s view", {"me": view["me"], "seats": view["seats"],
                                 "ambassador": view["ambassador"],
                                 "receipts": view["receipts"]})
+    t.audit(app, room)
+
+
+BIDDING_LAYOUT = example("bidding")
+BIDDING_ORDER = ["emperor", "atreides", "harkonnen", "ixians", "richese", "bene_gesserit"]
+
+
+def play_bidding_room(app: RoomsApp, t: Transcript) -> None:
+    """A Bidding round (RULES 10): the operator opens it, Richese sells no cache card,
+    the Ixians set one of the dealt cards aside, Atreides sees the card up for bid and
+    nobody else does; the Emperor wins it, the income window follows; then everyone
+    passes and the rest go back on the deck."""
+    show, step = t.show, t.step
+    created = app.create_room(BIDDING_LAYOUT)
+    room = created["room"]
+    t.rooms.append(DemoRoom("Bidding round", room))
+    show("Third room: a six-seat Bidding round (seat tokens are shown once, here)", created)
+    step(app, room, "operator", {"type": "open_bidding", "order": BIDDING_ORDER})
+    step(app, room, "richese", {"type": "richese_sale", "when": "none"})
+    dealt = app.seat_view(room, "ixians")["bidding"]["dealt"]
+    show("The Ixians' view: the dealt cards, theirs alone to see", dealt)
+    step(app, room, "ixians", {"type": "ix_set_aside", "card": dealt[0]["id"],
+                               "where": "bottom"})
+    show("Atreides' view of the card up for bid (prescience)",
+         app.seat_view(room, "atreides")["bidding"]["up"])
+    show("The public view of the round: no card", app.public_view(room)["bidding"])
+    step(app, room, "emperor", {"type": "bid", "amount": 2})
+    for seat in BIDDING_ORDER[1:]:
+        step(app, room, seat, {"type": "pass_bid"})
+    # The Emperor bought it: no income window (the price stays in the Bank), no bonus.
+    show("After the Emperor's purchase: the next card is up", app.public_view(room)["bidding"])
+    while (round_ := app.public_view(room)["bidding"]) is not None:
+        window = app.public_view(room)["response"]
+        if window is not None:
+            pass_everyone(app, t, room)
+            continue
+        step(app, room, round_["up"]["turn"], {"type": "pass_bid"})
+    show("Public log", app.public_log(room))
     t.audit(app, room)

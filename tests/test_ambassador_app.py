@@ -260,3 +260,4 @@ def test_the_demo_runs_the_ambassador_room():
     assert transcript.ok
     out = orjson.dumps(transcript.as_json()).decode()
     assert "ReceiptStaged" in out and "ambassador_income" in out and "ambassador_bonus" in out
+    assert "CardSold" in out and "CardSetAside" in out  # the Bidding round's scene

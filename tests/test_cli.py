@@ -266,7 +266,7 @@ def test_the_demo_prints_a_summary_and_keeps_its_rooms_apart(tmp_path: Path):
     full = subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=120,
                           cwd=tmp_path)
     data = orjson.loads(full.stdout)
-    assert data["ok"] and len(data["rooms"]) == 2 and len(data["scenes"]) > 10
+    assert data["ok"] and len(data["rooms"]) == 3 and len(data["scenes"]) > 10
 
 
 def test_export_then_import_through_the_cli(cli: Cli):

@@ -85,6 +85,12 @@ def pending(state: RoomState) -> str:
         return "respond"
     r = round_of(state)
     if r is not None:
+        if r.stage == "richese":
+            return "sale_choice"
+        if r.stage == "sale" and r.sale is None:
+            return "offer"
+        if r.sale is not None and r.sale.auction == "silent":
+            return "sealed"
         return "ix" if r.stage == "ixians" else "bid"
     return "enter" if state.ambassadors is not None else "discard"
 
@@ -283,6 +289,14 @@ def command_for(state: RoomState, actor: str, action: str, pick: int) -> dict[st
         return {"type": "bid", "amount": high + 1 + (pick % 3 if pick % 5 else pick)}
     if action == "support":
         return {"type": "bid_support", "amount": pick % 7}
+    if action == "sale_choice":
+        return {"type": "richese_sale", "when": ("first", "last", "none")[pick % 3]}
+    if action == "offer":
+        cache = state.cache or ["ornithopter"]
+        return {"type": "richese_offer", "card": cache[pick % len(cache)],
+                "auction": ("once_around", "silent")[pick % 2]}
+    if action == "sealed":
+        return {"type": "sealed_bid", "amount": pick % 6}
     if action == "ix":
         dealt = r.dealt if r is not None and r.dealt else ["kulon"]
         return {"type": "ix_set_aside", "card": dealt[pick % len(dealt)],
@@ -334,6 +348,12 @@ def natural_actor(state: RoomState, action: str, pick: int) -> str | None:
         return next((s.faction for s in state.seats
                      if s.faction not in ("ecaz", "harkonnen", "richese")), None)
     r = round_of(state)
+    if action in ("sale_choice", "offer"):
+        return "richese"
+    if action == "sealed" and r is not None and r.sale is not None:
+        return next((f for f in r.sale.bidders if f not in r.sale.sealed), None)
+    if action == "bid" and r is not None and r.sale is not None:
+        return r.sale.turn
     if action == "bid" and r is not None and r.up is not None:
         return r.up.turn
     if action == "ix" and r is not None:
@@ -485,7 +505,7 @@ def bidding_rooms(draw: Any) -> tuple[dict[str, Any], dict[str, Any], set[str], 
     """A room in the Bidding phase and its twin: two cards swapped between the top of the
     deck (what is dealt) and the deck below or a hand, or spice moved between two seats."""
     rnd = draw(st.randoms(use_true_random=False))
-    extra = [f for f in ("ixians", "bene_gesserit", "fremen") if draw(st.booleans())]
+    extra = [f for f in ("ixians", "bene_gesserit", "fremen", "richese") if draw(st.booleans())]
     factions = ["atreides", "emperor", "harkonnen", *extra]
     ids = [c.id for c in room_cards(("choam_richese",)) if CARDS[c.id].zone != "cache"]
     rnd.shuffle(ids)
@@ -539,18 +559,20 @@ bidding_step = st.tuples(st.integers(0, 12),
 @settings(max_examples=EXAMPLES // 3, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(pair=bidding_rooms(), steps=st.lists(bidding_step, min_size=1, max_size=40),
-       order=st.integers(0, 5))
-def test_twins_look_the_same_over_a_whole_bidding_round(pair, steps, order):
-    """Rooms differing in the dealt cards, the deck below them or a seat's spice give
-    every other seat the same views, actions, refusals, log, results and versions,
-    Atreides' view of the card up aside (RULES 10.6)."""
+       order=st.integers(0, 5), sealed=st.booleans())
+def test_twins_look_the_same_over_a_whole_bidding_round(pair, steps, order, sealed):
+    """Rooms differing in the dealt cards, the deck below them, a seat's spice or a
+    sealed amount give every other seat the same views, actions, refusals, log, results
+    and versions, Atreides' view of the card up aside (RULES 10.6)."""
     raw, twin, differ, spice = pair
     a, _ = run_pair(raw, twin, differ, spice, [(OPERATOR, "open", order), *steps],
-                    steps_are_generated=True)
+                    steps_are_generated=True, alt_sealed=sealed)
     if a.state.version > 1:
         count_case("the round opened")
     if any(r for r in a.state.receipts):
         count_case("a card was sold")
+    if any(e.startswith("The sealed bids") for e in a.log):
+        count_case("sealed bids revealed")
 
 
 # The differences the rules themselves make public (RULES 7: "not leaks"): the one
@@ -568,12 +590,20 @@ def _guild_refund(a: RoomState, b: RoomState, differ: set[str], command: dict[st
 
 
 # The commands whose acceptance rests on the sender's own spice by the rules.
-SPENDING = ("bid", "bid_support")
+SPENDING = ("bid", "bid_support", "sealed_bid")
+
+def _sealed_revealed(a: RoomState, b: RoomState, differ: set[str], command: dict[str, Any],
+                     ra: dict[str, Any], rb: dict[str, Any]) -> bool:
+    shown = [[e for e in r.get("events", []) if e["type"] == "SealedBidsRevealed"]
+             for r in (ra, rb)]
+    return shown[0] != shown[1]
+
 
 PUBLIC_BY_RULES = {
     "RULES 7: the top of the discard pile is public": _pile_top,
     "RULES 3.5, 7: a Guild stop that refunds moves the card to its creator's hand "
     "for all to count (a claimed record refunds nothing)": _guild_refund,
+    "RULES 10.5: every sealed amount is public once all are in": _sealed_revealed,
 }
 
 
@@ -585,9 +615,10 @@ def made_public(a: RoomState, b: RoomState, differ: set[str], command: dict[str,
 
 def run_pair(raw: dict[str, Any], twin_raw: dict[str, Any], differ: set[str], spice: set[str],
              steps: list[tuple[Any, str, int]], alt_select: bool = False,
-             steps_are_generated: bool = False) -> tuple[Side, Side]:
+             steps_are_generated: bool = False, alt_sealed: bool = False) -> tuple[Side, Side]:
     """Run `steps` (a seat number, or a faction) on both rooms, checking after each;
     `alt_select`: the twin's first Box selection takes another candidate;
+    `alt_sealed`: the twin's first sealed bid is another amount (its sender knows it);
     `steps_are_generated`: inside hypothesis, which counts the accepted commands."""
     a, b = Side(raw), Side(twin_raw)
     differ = set(differ)
@@ -626,6 +657,13 @@ def run_pair(raw: dict[str, Any], twin_raw: dict[str, Any], differ: set[str], sp
                     alt_select = False
                     if steps_are_generated:
                         count_case("twin: the search took another card")
+            if alt_sealed and command["type"] == "sealed_bid":
+                twin_command = {**command, "amount": max(0, command["amount"] - 1)}
+                if twin_command != command:
+                    spice = spice | {actor}  # its own amount: its own to know
+                    alt_sealed = False
+                    if steps_are_generated:
+                        count_case("twin: a sealed bid of another amount")
             before = a.state
             ra = a.run(actor, command, i, now)
             rb = b.run(actor, twin_command, i, now)
@@ -976,3 +1014,29 @@ def test_a_stream_recorded_before_issue_17_replays_with_its_meaning():
     assert "crysknife" in accepted.state.seat("emperor").hand and accepted.state.gift is None
     # What an old stream stored is what the chain hashes: the upcast never rewrites it.
     assert records[3].body() == stored(old[3][1], 1)
+
+
+def test_a_sealed_amount_changes_nothing_anyone_else_sees_until_all_are_in():
+    """RULES 10.5, 10.6: the twin's first sealed bid is another amount; every other seat
+    is shown the same until the reveal, which the rules make public."""
+    ids = [c.id for c in room_cards(("choam_richese",))]
+    seats = [{"faction": f, "spice": 10, "hand": []}
+             for f in ("emperor", "atreides", "harkonnen", "richese")]
+    raw = {"mode": "advanced", "expansions": ["choam_richese"], "seed": 3, "bank": 100,
+           "turn": 2, "phase": 4, "seats": seats, "discard": [],
+           "deck": [c for c in ids if CARDS[c].zone != "cache"]}
+    steps: list[tuple[Any, str, int]] = [
+        (OPERATOR, "open", 0), ("richese", "sale_choice", 0), ("richese", "offer", 1),
+        ("emperor", "sealed", 3), ("atreides", "sealed", 2), ("harkonnen", "sealed", 4)]
+    a, b = run_pair(raw, raw, set(), set(), steps, alt_sealed=True)
+    assert seat_sealed(a.state) == {"emperor": 3, "atreides": 2, "harkonnen": 4}
+    assert seat_sealed(b.state) == {"emperor": 2, "atreides": 2, "harkonnen": 4}
+    a, b = run_pair(raw, raw, set(), set(), [*steps, ("richese", "sealed", 0)],
+                    alt_sealed=True)
+    assert any("The sealed bids" in str(entry) for entry in a.log)  # the pair parted there
+
+
+def seat_sealed(state: RoomState) -> dict[str, int]:
+    r = round_of(state)
+    assert r is not None and r.sale is not None
+    return dict(r.sale.sealed)

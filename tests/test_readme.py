@@ -44,6 +44,6 @@ def test_the_quick_start_runs_as_written(tmp_path: Path):
                           capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
-    assert "audited 3 rooms" in done.stderr and "0 rooms with problems" in done.stderr
+    assert "audited 4 rooms" in done.stderr and "0 rooms with problems" in done.stderr
     assert '"event": "e3"' in done.stdout and '"event": "e8"' in done.stdout
     assert '"full_hand_exchange": true' in done.stdout
