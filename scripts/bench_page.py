@@ -1,6 +1,6 @@
 """The seat page in Chromium: its first paint, and a move reaching 8 open pages.
 
-    .venv/bin/python -m scripts.bench_page [--loads 30] [--moves 60] [--pages 8]
+    .venv/bin/python -m scripts.bench_page [--loads 30] [--moves 60] [--bids 60] [--pages 8]
 
 Starts `dune-ledger serve` on 127.0.0.1 with a fresh SQLite file and a room of six
 seats, and drives Debian's Chromium (/usr/bin/chromium) through Playwright:
@@ -15,6 +15,9 @@ seats, and drives Debian's Chromium (/usr/bin/chromium) through Playwright:
    move and page, the time from sending the command until that page drew the new
    version (a MutationObserver stamps it with Date.now(); one machine, one clock).
    Baseline in the same run: the command's own HTTP round trip.
+3. a bid reaching the pages: the operator opens a Bidding round and the seat whose
+   turn it is bids one more than the high bid, `--bids` times; timed as the move, so
+   the Bidding panel's redraw on 8 pages stands beside the draw's and the discard's.
 
 Prints JSON with the median and p99 of each figure and the ratios to their
 baselines. Figures: docs/benchmarks.md (say whether the machine was shared).
@@ -41,9 +44,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 SEATS = ["richese", "emperor", "harkonnen", "atreides", "fremen", "guild"]
 LAYOUT: dict[str, Any] = {
-    "mode": "advanced", "seed": 11, "bank": 500, "turn": 1, "phase": 6,
+    "mode": "advanced", "seed": 11, "bank": 500, "turn": 1, "phase": 4,
     "response_seconds": 0,
-    "seats": [{"faction": f, "spice": 10, "hand": []} for f in SEATS],
+    "seats": [{"faction": f, "spice": 1000, "hand": []} for f in SEATS],
 }
 DRAWN = """document.addEventListener('DOMContentLoaded', () => {
   const root = document.getElementById('table');
@@ -75,6 +78,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", type=int, default=30)
     parser.add_argument("--moves", type=int, default=60)
+    parser.add_argument("--bids", type=int, default=60)
     parser.add_argument("--pages", type=int, default=8)
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
@@ -149,28 +153,41 @@ def main() -> int:
                 pages.append(page)
             mover = {"Authorization": f"Bearer {tokens['richese']}"}
             reach, round_trip = [], []
-            for move in range(args.moves):
-                view = client.get(f"/rooms/{room}/view", headers=mover).json()
-                hand = view["me"]["hand"]
-                command = ({"type": "discard", "card": hand[0]["id"]} if hand
-                           else {"type": "draw"})
+
+            def timed(command: dict[str, Any], seat: str, into: list[float]) -> None:
                 sent = time.time() * 1000
                 t0 = time.perf_counter()
-                result = client.post(f"/rooms/{room}/commands", json=command,
-                                     headers=mover).json()
+                result = client.post(f"/rooms/{room}/commands", json=command, headers={
+                    "Authorization": f"Bearer {tokens[seat]}"}).json()
                 round_trip.append((time.perf_counter() - t0) * 1000)
                 assert result["ok"], result
                 version = str(result["version"])
                 for page in pages:
                     page.wait_for_function("v => window.__seen[v] !== undefined",
                                            arg=version, timeout=10_000)
-                    reach.append(page.evaluate("v => window.__seen[v]", version) - sent)
-                del move
+                    into.append(page.evaluate("v => window.__seen[v]", version) - sent)
+
+            for _ in range(args.moves):
+                view = client.get(f"/rooms/{room}/view", headers=mover).json()
+                hand = view["me"]["hand"]
+                timed({"type": "discard", "card": hand[0]["id"]} if hand else {"type": "draw"},
+                      "richese", reach)
+            bid_reach: list[float] = []
+            if args.bids:
+                opened = client.post(f"/rooms/{room}/commands", json={
+                    "type": "open_bidding", "order": SEATS}).json()
+                assert opened["ok"], opened
+                for _ in range(args.bids):
+                    up = client.get(f"/rooms/{room}/public",
+                                    headers=mover).json()["bidding"]["up"]
+                    high = up["high"]["amount"] if up["high"] else 0
+                    timed({"type": "bid", "amount": high + 1}, up["turn"], bid_reach)
             browser.close()
         first = quantiles(paint)
         plain_paint = quantiles(plain)
         view_drawn = quantiles(drawn)
         moved = quantiles(reach)
+        bidden = quantiles(bid_reach) if bid_reach else None
         trip = quantiles(round_trip)
         base_trip = quantiles(healthz)
         print(json.dumps({
@@ -179,6 +196,7 @@ def main() -> int:
             "first_paint_of_plain_json": plain_paint,
             "healthz_round_trip": base_trip,
             "move_reaching_pages": {**moved, "pages": args.pages},
+            "bid_reaching_pages": bidden and {**bidden, "pages": args.pages},
             "command_round_trip": trip,
             "ratios": {
                 "first_paint_median_over_plain_json": round(
@@ -187,6 +205,8 @@ def main() -> int:
                     view_drawn["median_ms"] / max(plain_paint["median_ms"], 0.1), 2),
                 "reach_p99_over_command_p99": round(moved["p99_ms"]
                                                     / max(trip["p99_ms"], 0.1), 2),
+                "bid_reach_median_over_move_reach_median": bidden and round(
+                    bidden["median_ms"] / max(moved["median_ms"], 0.1), 2),
             },
             "targets": {"first_paint_p99_within_300ms": first["p99_ms"] <= 300,
                         "move_p99_within_250ms": moved["p99_ms"] <= 250},

@@ -221,7 +221,69 @@
           `${fname(f)}'s current token stops working at once, on every page open with it. `
           + 'The new invitation is shown here, beside the others.',
           'Yes, issue a new token', 'No, keep the current one', (button) => reissue(r, f, button),
-          null)))));
+          null)))),
+      r.ended ? null : openBidding(r));
+  }
+
+  // --- the Bidding round (RULES 10.1) -----------------------------------------
+
+  // The operator opens a round with the bidding order, from the First Player on (the
+  // host knows where the storm is; the page does not). One choice per place, the seats'
+  // own order to start with; the server refuses an order that misses or repeats a seat.
+  // What is chosen survives the list being read again every 2 s.
+  const PLACES = ['First', 'Second', 'Third', 'Fourth', 'Fifth', 'Sixth', 'Seventh', 'Eighth', 'Ninth',
+    'Tenth', 'Eleventh', 'Twelfth'];
+  const orders = new Map(); // room -> the order being chosen, while its form is open
+  const opening = new Map(); // room -> the command_id of its open_bidding, once pressed
+
+  function openBidding(r) {
+    const key = `bidding:${r.room}`;
+    if (!orders.has(r.room)) {
+      return h('div', { class: 'row wrap' }, h('button', { type: 'button', 'data-key': key,
+        onclick: () => { orders.set(r.room, [...r.seats]); redraw(`order:${r.room}:0`); } },
+      'Open bidding…'));
+    }
+    const order = orders.get(r.room);
+    const places = order.map((f, i) => {
+      const id = `order-${r.room}-${i}`;
+      return h('li', {}, h('label', { for: id, text: `${PLACES[i] || i + 1} to bid` }),
+        h('select', { id, 'data-key': `order:${r.room}:${i}`,
+          onchange: (e) => { order[i] = e.currentTarget.value; } },
+        r.seats.map((s) => h('option', { value: s, selected: s === f, text: fname(s) }))));
+    });
+    const form = h('form', { class: 'stack open-bidding', 'data-bidding': r.room },
+      h('p', { class: 'title', text: 'Bidding order, from the First Player on' }),
+      h('ol', { class: 'stack order' }, places),
+      h('div', { class: 'row wrap' },
+        h('button', { type: 'submit', class: 'primary', 'data-key': `open:${r.room}` }, 'Open bidding'),
+        h('button', { type: 'button', 'data-key': `cancel:${r.room}`,
+          onclick: () => { orders.delete(r.room); opening.delete(r.room); redraw(key); } }, 'Not now')));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      send(r.room, { type: 'open_bidding', order: [...order] }, form.querySelector('[type=submit]'));
+    });
+    return form;
+  }
+
+  // An operator command: one press is one command_id, sent again when its answer is lost.
+  async function send(room, command, button) {
+    clearError();
+    button.disabled = true;
+    if (!opening.has(room)) opening.set(room, 'host-' + crypto.randomUUID());
+    const body = JSON.stringify({ ...command, command_id: opening.get(room) });
+    try {
+      await persist(() => call(`/rooms/${encodeURIComponent(room)}/commands`, { method: 'POST', body,
+        headers: { 'Content-Type': 'application/json' } }));
+    } catch (e) {
+      opening.delete(room); // refused: a corrected order is a new command
+      showError(e.message);
+      button.disabled = false;
+      return;
+    }
+    orders.delete(room);
+    opening.delete(room);
+    await load();
+    redraw(`bidding:${room}`); // the room's last move now says the round is open
   }
 
   function drawRooms(next) {

@@ -284,7 +284,8 @@
     for (const r of after.receipts || []) {
       const was = earlier.get(r.event);
       if (!was) {
-        paid -= r.amount;
+        // An ally's support may have paid part of the price: only my own spice counts.
+        paid -= Math.min(r.amount, Math.max(0, paid));
         taken.delete(r.card);
         lines.push(`You bought ${cardName(r.card, after)} for ${r.amount} spice`
           + (paid === 0 ? ` (${after.me.spice} left).` : '.'));
@@ -306,7 +307,8 @@
   const cardName = (id, v = view) => {
     if (!v.me) return id;
     const all = [...v.me.hand, ...(v.nullentropy && v.nullentropy.search
-      && v.nullentropy.search.cards || []), ...(v.semuta && v.semuta.cards || [])];
+      && v.nullentropy.search.cards || []), ...(v.semuta && v.semuta.cards || []),
+      ...biddingCards(v)];
     const found = all.find((c) => c.id === id);
     return found ? found.name : id;
   };
@@ -382,6 +384,7 @@
     renderMe();
     renderOthers();
     renderPiles();
+    renderBidding(take);
     renderBox(take('begin_search'), take('select_card'));
     renderDecision(take('ambassador_decide'), take('ambassador_copy'));
     renderResponse(take('respond'));
@@ -422,10 +425,13 @@
   // The next thing to do: the first live control of a decision, a window, an offer, the
   // Box (in that order on the screen), else my seat, where what just changed shows.
   function focusNext() {
-    for (const id of ['box', 'decision', 'response', 'gift', 'truthtrance', 'semuta']) {
-      const next = document.querySelector(`#${id}:not([hidden]) button:not([disabled])`);
+    // A window or a decision waits on the round, so it comes before the Bidding panel.
+    for (const id of ['box', 'decision', 'response', 'gift', 'truthtrance', 'semuta', 'bidding']) {
+      const next = document.querySelector(`#${id}:not([hidden]) button:not([disabled]):not(.step)`);
       if (next) return next.focus();
     }
+    // In a round, the round is what a player watches next (on a phone, where it was).
+    if (!$('bidding').hidden) return $('bidding-title').focus();
     if (!$('me').hidden) $('me-title').focus();
   }
 
@@ -536,7 +542,8 @@
 
   function renderDecision(decide, copy) {
     const d = view.decision;
-    if (!d || d.kind === 'nullentropy') return fill('decision');
+    // The Ixian ally's replacement is the round's: the Bidding panel draws it.
+    if (!d || d.kind === 'nullentropy' || d.kind === 'ix_replace') return fill('decision');
     const mine = d.player === view.seat;
     fill('decision',
       h('p', {}, mine ? 'Your decision.' : `${fname(d.player)} is deciding.`),
@@ -797,6 +804,300 @@
         h('div', { class: 'row wrap' }, group.filter((a) => !a.free).map(moreButton)),
         group.filter((a) => a.free).map((a) => freeForm(a, label(a))));
     }));
+  }
+
+  // --- the Bidding round (RULES 10) ------------------------------------------
+
+  // The round as the view gives it: the card up for bid (its face only on the Atreides
+  // page, the only view that holds it), the high bid, whose turn, who passed, the cache
+  // sale; the controls only as `actions` lists them, a bid's amount bounded by the
+  // action's own `free` bounds (what the seat can pay is the server's to say).
+  const BIDDING = ['bid', 'pass_bid', 'karama_buy', 'bid_support', 'ix_set_aside', 'ix_replace',
+    'richese_sale', 'richese_offer', 'sealed_bid'];
+  const WHEN = { first: 'Sell a cache card first', last: 'Sell a cache card last',
+    none: 'No cache sale this round' };
+  const SPICE_TOP = 1000000; // RULES 8's bound on any amount
+  const AUCTIONS = { once_around: 'once around', silent: 'silent' };
+  // What the round waits for, when no card is up.
+  const STAGE = {
+    richese: () => (view.seat === 'richese' ? 'The cards are dealt once you answer.'
+      : 'Waiting for Richese to say whether it sells a cache card; then the cards are dealt.'),
+    ixians: () => (view.seat === 'ixians' ? 'The round waits for your choice.'
+      : 'Waiting for the Ixians to set a dealt card aside.'),
+    payment: () => 'The card is sold: its payment goes on.',
+  };
+
+  const biddingCards = (v) => {
+    const b = v.bidding;
+    if (!b) return [];
+    const card = (c) => (c && typeof c === 'object' ? c : null);
+    return [card(b.up && b.up.card), ...(b.dealt || []).map(card),
+      card(b.sale && b.sale.card)].filter(Boolean);
+  };
+
+  // A card seen face down: the back of a Treachery card, the same tile for every card.
+  const faceDown = (text) => h('div', { class: 'card back', id: 'up-card', 'data-face': 'down' },
+    h('span', { class: 'name', text: 'Treachery card' }), h('span', { class: 'cat', text }));
+
+  // The bounds of a written amount, as the action describes them.
+  function amountOf(action) {
+    const spec = (action.free && action.free.amount) || {};
+    return { min: spec.min ?? 0, max: spec.max ?? spec.min ?? 0 };
+  }
+
+  // A spice amount with one less / one more beside it, and the button that sends it:
+  // big enough for a thumb at 280 px. The key holds the bounds, so that an amount typed
+  // under an old high bid is not kept once the high bid has moved.
+  function amountForm(action, id, title, says, cls = 'primary') {
+    const { free, ...command } = action;
+    const { min, max } = amountOf(action);
+    const key = `${keyOf(command)}:${min}:${max}`;
+    const input = h('input', { id, type: 'number', min, max, step: '1', inputmode: 'numeric',
+      value: String(min), required: true, 'data-key': key });
+    const go = h('button', { type: 'submit', class: cls, 'data-key': key + ':send' });
+    const say = () => { go.textContent = says(input.value || min); };
+    const nudge = (by) => {
+      const n = Math.min(max, Math.max(min, (Number(input.value) || min) + by));
+      input.value = String(n);
+      say();
+    };
+    input.addEventListener('input', say);
+    const form = h('form', { class: 'amount' },
+      // A bound at the top of RULES 8 (a Karama bid's) reads as no bound.
+      h('label', { for: id, text: max >= SPICE_TOP ? `${title} (${min} spice or more)`
+        : `${title} (${min} to ${max} spice)` }),
+      h('div', { class: 'stepper' },
+        h('button', { type: 'button', class: 'step', 'aria-label': `${title}: one spice less`,
+          'data-key': key + ':less', onclick: () => nudge(-1) }, '−'),
+        input,
+        h('button', { type: 'button', class: 'step', 'aria-label': `${title}: one spice more`,
+          'data-key': key + ':more', onclick: () => nudge(1) }, '+')),
+      go);
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      send({ ...command, amount: Number(input.value) }, go);
+    });
+    // The label follows a typed amount that the redraw gives back.
+    queueMicrotask(say);
+    say();
+    return form;
+  }
+
+  // A command sent with an amount: a written one when `free` says so, else its own.
+  function amountControl(action, id, title, says, cls) {
+    if (action.free && action.free.amount) return amountForm(action, id, title, says, cls);
+    return actionButton(action, says(action.amount), cls);
+  }
+
+  function biddingSeats(b) {
+    const up = b.up || {};
+    const eligible = new Set(b.eligible || []);
+    const passed = new Set(up.passed || []);
+    return h('ol', { class: 'bidders', id: 'bidders', 'aria-label': 'Bidding order' },
+      (b.order || []).map((f) => {
+        const notes = [];
+        if (up.turn === f) notes.push(h('span', { class: 'tag turn', text: f === view.seat ? 'your turn' : 'to bid' }));
+        if (up.high && up.high.seat === f) {
+          notes.push(h('span', { class: 'tag high', text: `high bid, ${up.high.amount}` }));
+        }
+        if (passed.has(f)) notes.push(h('span', { class: 'tag', text: 'passed' }));
+        if (!eligible.has(f)) notes.push(h('span', { class: 'tag', text: 'hand full' }));
+        if (up.starter === f) notes.push(h('span', { class: 'tag', text: 'first to bid' }));
+        return h('li', { class: 'bidder f-' + f + (up.turn === f ? ' now' : ''), 'data-bidder': f },
+          faction(f), ' ', notes);
+      }));
+  }
+
+  function renderBidding(take) {
+    const b = view.bidding;
+    const a = Object.fromEntries(BIDDING.map((t) => [t, take(t)]));
+    if (!b && !Object.values(a).some((list) => list.length)) return fill('bidding');
+    const up = b && b.up;
+    const parts = [];
+    if (b) {
+      // `cards_left` counts the card up for bid too.
+      const left = b.cards_left ?? 0;
+      if (up || left) {
+        parts.push(h('p', { id: 'bidding-where' }, up
+          ? `Card ${up.index} up for bid; ${plural(Math.max(0, left - 1), 'more card')} after it.`
+          : `${plural(left, 'card')} left in the auction.`));
+      }
+      const waiting = STAGE[b.stage];
+      if (waiting) parts.push(h('p', { class: 'notice', id: 'bidding-waiting', text: waiting(b) }));
+    }
+    if (up) {
+      const seen = up.card && typeof up.card === 'object' ? up.card : null;
+      parts.push(seen
+        ? cardTile(seen, 'div', h('span', { class: 'hint on-top', id: 'up-seen',
+          text: 'Only you see it (prescience).' }))
+        : faceDown(b.order.includes('atreides') ? 'face down: only Atreides sees it (prescience)'
+          : 'face down until it is bought'));
+      const high = up.high;
+      parts.push(h('p', { class: 'high', id: 'high-bid' }, high
+        ? [h('strong', { text: `${high.amount} spice` }), ` by ${who(high.seat)}`,
+          high.karama ? ' (with Karama: nothing paid if it wins)' : '']
+        : 'No bid yet.'));
+      parts.push(h('p', { id: 'turn', class: up.turn === view.seat ? 'turn mine' : 'turn' },
+        up.turn ? (up.turn === view.seat ? 'Your turn to bid or pass.' : `${fname(up.turn)} to bid or pass.`)
+          : ''));
+    }
+    // The cache sale, when there is one, above the controls it takes (Bid, Pass, a seal).
+    if (b && b.sale) parts.push(saleFacts(b.sale));
+    // My controls: bid and pass first, where the thumb is.
+    const bids = a.bid.filter((x) => !x.karama);
+    const karamaBids = a.bid.filter((x) => x.karama);
+    if (bids.length || a.pass_bid.length) {
+      parts.push(h('div', { class: 'bid-controls', id: 'bid-controls' },
+        bids.map((x) => amountControl(x, 'bid-amount', 'Your bid', (n) => `Bid ${n} spice`)),
+        a.pass_bid.map((x) => actionButton(x, 'Pass', bids.length ? 'pass' : 'primary pass'))));
+    }
+    for (const x of karamaBids) {
+      parts.push(unfold('karama-bid:' + x.karama, `Bid with ${cardName(x.karama)}`, () => [
+        h('p', { class: 'hint', text: `Any amount: ${cardName(x.karama)} is held while the bid `
+          + 'stands, goes to the discard if it wins, and then nothing is paid.' }),
+        amountControl(x, 'karama-amount-' + x.karama, 'Karama bid',
+          (n) => `Bid ${n} with ${cardName(x.karama)}`)]));
+    }
+    if (a.karama_buy.length) {
+      parts.push(h('div', { class: 'row wrap' }, a.karama_buy.map((x) => askFirst(x,
+        `Buy it with ${cardName(x.karama)}`, `This spends your ${cardName(x.karama)}: it goes to `
+        + 'the discard pile and the card up for bid is yours for nothing.',
+        `Yes, spend ${cardName(x.karama)}`))));
+    }
+    if (b && b.dealt && b.dealt.length) parts.push(ixChoice(b.dealt, a.ix_set_aside));
+    const replacing = view.decision && view.decision.kind === 'ix_replace' ? view.decision : null;
+    if (a.ix_replace.length) {
+      parts.push(h('p', { id: 'replacement', text: 'As the Ixians\' ally you may discard the card '
+        + 'you just bought and draw the top card of the deck instead.' }),
+      h('div', { class: 'row wrap' }, a.ix_replace.map((x) => actionButton(x,
+        x.accept ? 'Discard it and draw' : 'Keep it', x.accept ? null : 'primary'))));
+    } else if (replacing) {
+      parts.push(h('p', { class: 'notice', id: 'replacement', text: `${fname(replacing.player)} may `
+        + 'discard the card it bought and draw the top card of the deck instead.' }));
+    }
+    if (a.richese_sale.length) {
+      parts.push(h('p', { text: 'Will you sell a card of your cache this round?' }),
+        h('div', { class: 'row wrap' }, a.richese_sale.map((x) => actionButton(x,
+          WHEN[x.when] || x.when, x.when === 'none' ? null : 'primary'))));
+    }
+    if (a.richese_offer.length) parts.push(offerChoice(a.richese_offer));
+    for (const x of a.sealed_bid) {
+      parts.push(amountControl(x, 'sealed-amount', 'Your sealed bid', (n) => `Seal my bid of ${n} spice`),
+        h('p', { class: 'hint', text: 'One bid, sent once. Nobody sees an amount until every sealed '
+          + 'bid is in; then all are shown at once.' }));
+    }
+    if (b && view.me && b.order.includes(view.seat) && !(b.eligible || []).includes(view.seat)) {
+      parts.push(h('p', { class: 'hint', id: 'not-eligible', text: 'Your hand is full: you do not bid '
+        + 'this round.' }));
+    }
+    if (b) parts.push(biddingSeats(b));
+    const support = b && b.support ? Object.entries(b.support).filter(([, n]) => supportAmount(n) > 0) : [];
+    if (support.length) {
+      parts.push(h('p', { id: 'support', class: 'hint' }, support.map(([f, n], i) =>
+        [i ? ' ' : '', `${possessive(f)} support for ${whose(allyOf(f))} bids: up to `
+          + `${supportAmount(n)} spice.`])));
+    }
+    for (const x of a.bid_support) {
+      parts.push(unfold('support', 'Support my ally\'s bids', () => [
+        h('p', { class: 'hint', text: 'The amount is reserved from your spice until the round '
+          + 'ends; your ally pays from it only what its own spice does not cover.' }),
+        amountControl(x, 'support-amount', 'Support', (n) => `Support with ${n} spice`, null)]));
+    }
+    fill('bidding', parts);
+  }
+
+  // What is used less (a Karama bid, the support) stays folded under a button until
+  // asked for, and stays open across redraws.
+  const unfolded = new Set();
+
+  function unfold(key, title, body) {
+    const open = unfolded.has(key);
+    return h('div', { class: 'unfold' },
+      h('button', { type: 'button', class: 'quiet', 'aria-expanded': open ? 'true' : 'false',
+        'data-key': 'unfold:' + key, onclick: () => {
+          if (open) unfolded.delete(key); else unfolded.add(key);
+          refocus = 'unfold:' + key;
+          render();
+        } }, (open ? '▾ ' : '▸ ') + title),
+      open ? body() : null);
+  }
+
+  const allyOf = (f) => (view.me && f === view.seat ? view.me.ally
+    : (view.seats.find((s) => s.faction === f) || {}).ally);
+
+  const possessive = (f) => (fname(f).endsWith('s') ? `${fname(f)}'` : `${fname(f)}'s`);
+  const whose = (f) => (!f ? 'its ally\'s' : f === view.seat ? 'your' : possessive(f));
+
+  const supportAmount = (n) => (typeof n === 'number' ? n : (n && n.amount) || 0);
+
+  // The Ixians see every dealt card and put one on the top or bottom of the deck.
+  function ixChoice(dealt, setAside) {
+    const cards = dealt.map((c) => (typeof c === 'object' ? c : { id: c, name: cardName(c), category: 'special' }));
+    return h('div', { id: 'ix-choice' },
+      h('p', { text: setAside.length ? 'Choose one card to set aside, on the top or the bottom of the '
+        + 'deck; the others are shuffled and auctioned.' : 'The cards dealt for this round:' }),
+      h('ul', { class: 'candidates', 'aria-label': 'The dealt cards' }, cards.map((c) => {
+        const mineTo = setAside.filter((x) => x.card === c.id);
+        const tile = cardTile(c, 'li', mineTo.length ? h('div', { class: 'row wrap' },
+          mineTo.map((x) => {
+            const button = actionButton(x, x.where === 'top' ? 'On top' : 'At the bottom');
+            button.setAttribute('aria-label', x.where === 'top' ? `${c.name} on top of the deck`
+              : `${c.name} at the bottom of the deck`);
+            return button;
+          })) : null);
+        tile.classList.add('candidate');
+        return tile;
+      })));
+  }
+
+  // Richese names the cache card and the auction; each choice is one action. The view
+  // holds no face for a cache card, so its name is its id written out.
+  const titled = (id) => String(id).replace(/-\d+$/, '').split('-')
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(' ');
+
+  function offerChoice(offers) {
+    const cards = [...new Set(offers.map((x) => x.card))];
+    return h('div', { id: 'sale-choice' },
+      h('p', { text: 'Your sale comes up: name the cache card and how it is auctioned.' }),
+      h('ul', { class: 'candidates', 'aria-label': 'Cache cards to sell' }, cards.map((id) => {
+        const name = cardName(id) === id ? titled(id) : cardName(id);
+        return h('li', { class: 'card candidate offer', 'data-card': id },
+          h('span', { class: 'name', text: name }),
+          h('div', { class: 'row wrap' }, offers.filter((x) => x.card === id).map((x) => {
+            const button = actionButton(x, AUCTIONS[x.auction] ? `Sell ${AUCTIONS[x.auction]}` : x.auction);
+            button.setAttribute('aria-label', `Sell ${name} ${AUCTIONS[x.auction] || x.auction}`);
+            return button;
+          })));
+      })));
+  }
+
+  // The cache sale: the card (public once named), the auction, the turn and high bid once
+  // around; for a silent one, who has sent a sealed bid, and the amounts only once all
+  // are in (the view holds none before).
+  function saleFacts(sale) {
+    const card = sale.card && typeof sale.card === 'object' ? sale.card : null;
+    const amounts = sale.amounts ? Object.entries(sale.amounts) : [];
+    const bidders = sale.bidders || [];
+    const sealed = sale.sealed || [];
+    const silent = sale.auction === 'silent';
+    return h('div', { id: 'sale' },
+      h('h3', { text: `Richese's cache sale${sale.auction ? ', ' + AUCTIONS[sale.auction] : ''}` }),
+      card ? cardTile(card, 'div', h('span', { class: 'hint on-top', text: 'from the Richese cache' }))
+        : h('p', { class: 'hint', text: sale.when === 'last' ? 'To come after the other cards.'
+          : 'To come before the other cards.' }),
+      card && !silent ? [
+        h('p', { class: 'high', id: 'sale-high' }, sale.high
+          ? [h('strong', { text: `${sale.high.amount} spice` }), ` by ${who(sale.high.seat)}`]
+          : 'No bid yet.'),
+        sale.turn ? h('p', { id: 'sale-turn', class: sale.turn === view.seat ? 'turn mine' : 'turn',
+          text: sale.turn === view.seat ? 'Your turn: one bid or a pass, once around.'
+            : `${fname(sale.turn)} to bid or pass, once around.` }) : null] : null,
+      card && silent && !amounts.length ? h('p', { id: 'sealed-in' },
+        sealed.length ? `Sealed bids in: ${sealed.map(who).join(', ')}. ` : 'No sealed bid in yet. ',
+        bidders.filter((f) => !sealed.includes(f)).length
+          ? `Waiting for ${bidders.filter((f) => !sealed.includes(f)).map(who).join(', ')}.` : '') : null,
+      amounts.length ? h('ul', { id: 'sealed-bids', class: 'stack', 'aria-label': 'The sealed bids' },
+        amounts.map(([f, n]) => h('li', {}, faction(f), ` ${n} spice`))) : null);
   }
 
   // --- fair dealing (RULES 9) ------------------------------------------------
