@@ -452,7 +452,7 @@ def ix_set_aside(tx: Tx, actor: str, cmd: IxSetAside) -> None:
     if r.stage != "ixians" or actor != IXIANS:
         raise Rejection("not_eligible", "the Ixians set a card aside when the cards are dealt")
     if cmd.card not in r.dealt:
-        raise Rejection("not_dealt", "that card was not dealt into the auction")
+        raise Rejection("unknown_card", "that card was not dealt into the auction")
     tx.emit(CardSetAside(seat=actor, card=cmd.card, where=cmd.where))
     rest = list(_round(tx.state).auction)
     order = tx.shuffle(rest)

@@ -270,7 +270,7 @@ def test_the_ixians_see_the_dealt_cards_and_set_one_aside():
     assert "dealt" not in bidding(state, "atreides")
     assert code(state, "emperor", {"type": "bid", "amount": 1}) == "round_waiting"
     assert code(state, "ixians", {"type": "ix_set_aside", "card": deck[6],
-                                  "where": "top"}) == "not_dealt"
+                                  "where": "top"}) == "unknown_card"
     assert code(state, "emperor", {"type": "ix_set_aside", "card": deck[0],
                                    "where": "top"}) == "not_eligible"
     listed = [a for a in actions(state, "ixians") if a["type"] == "ix_set_aside"]
