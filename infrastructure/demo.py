@@ -37,7 +37,13 @@ def committed(layout: dict[str, Any]) -> dict[str, Any]:
     """The layout without its seed: a committed room (RULES 9.1), which a newcomer's
     table makes so that every room it plays can be verified; `demo` keeps its seed
     for repeatable output."""
-    return {k: v for k, v in layout.items() if k != "seed"}
+    raw = {k: v for k, v in layout.items() if k != "seed"}
+    amb = raw.get("ambassadors")
+    if isinstance(amb, dict) and not amb.get("used"):
+        # Ecaz's cohort left to the deal too (RULES 9.2): a cohort the layout writes
+        # would be its author's choice.
+        raw["ambassadors"] = {k: v for k, v in amb.items() if k != "cohort"}
+    return raw
 
 
 BOX_LAYOUT = example("box")

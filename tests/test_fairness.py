@@ -683,6 +683,20 @@ def test_an_ended_room_has_no_window_deadline_due(app):
     assert "DeckShuffled" in {line["type"] for line in lines_of(data)}
 
 
+def test_the_host_pages_ambassador_example_leaves_the_cohort_to_the_deal(app):
+    """The examples the host page and the table offer make committed rooms whose Ecaz
+    cohort is drawn at the deal (RULES 9.2), not written by the example's author."""
+    from dune_ledger.infrastructure.demo import committed
+
+    room = app.create_room(committed(example("ambassador")))["room"]
+    assert app.load(room).state.ambassadors.cohort == []
+    deal = dealt(app, room)
+    drawn = [e for e in deal["events"] if e["type"] == "AmbassadorCohortDrawn"]
+    assert drawn and drawn[0]["rng"]["n"] == 1
+    assert app.end_room(room)["ok"]
+    assert verify(transcript(app, room), key_of(app))["ok"]
+
+
 def test_ambassador_cohorts_are_derived_at_the_deal_and_when_drawn_anew(app):
     """A cohort left to chance is drawn at the deal, after the deck (call 1), not at
     creation (RULES 9.4); one drawn anew when the last of five is spent
