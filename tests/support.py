@@ -430,9 +430,10 @@ def datastore(url: str) -> Any:
 
 # --- the PostgreSQL notification log, as a follower reads it -----------------------
 
-# Two seats of the Box: a room is written in one statement.
+# Two seats of the Box: a room is written in one statement (seeded: a committed room
+# would wait for its deal).
 TWO_SEATS: dict[str, Any] = {
-    "expansions": ["choam_richese"], "turn": 2, "phase": 6,
+    "expansions": ["choam_richese"], "turn": 2, "phase": 6, "seed": 2,
     "seats": [
         {"faction": "richese", "spice": 10, "hand": ["nullentropy-box", "crysknife"]},
         {"faction": "emperor", "spice": 10, "hand": ["karama-1"]},

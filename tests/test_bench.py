@@ -28,7 +28,8 @@ def test_smoke_run_reports_every_figure() -> None:
         mix = [r for r in figures["commands"] if r["storage"] == storage]
         if storage == "sqlite" or not any("command figures skipped" in n
                                           for n in report["notes"]):
-            assert sorted(r["processes"] for r in mix) == [1, 4]
+            for signed in (False, True):  # unsigned, and signed by a keyed seat (RULES 9.3)
+                assert sorted(r["processes"] for r in mix if r["signed"] == signed) == [1, 4]
         assert all(r["commands_per_s"] > 0 and r["baseline_per_s"] > 0 for r in mix)
 
         replays = [r for r in figures["replay"] if r["storage"] == storage]
