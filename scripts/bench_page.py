@@ -67,6 +67,34 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def serve(work: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    """`dune-ledger serve` on a free loopback port, its rooms and key file in `work`,
+    without an operator token (the host page's loopback default): its base URL once
+    it answers, and the process."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
+    env["DUNE_LEDGER_KEY_FILE"] = str(work / "bench.key")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "dune_ledger", "--db", f"sqlite:///{work / 'rooms.db'}",
+         "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(400):
+        try:
+            if httpx.get(f"{base}/healthz").status_code == 200:
+                return base, server
+        except httpx.TransportError:
+            time.sleep(0.05)
+    stop(server)
+    raise SystemExit(f"bench: serve did not answer at {base}")
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    server.send_signal(signal.SIGTERM)
+    server.wait(timeout=10)
+
+
 def quantiles(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
@@ -87,22 +115,8 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     work = Path(tempfile.mkdtemp(prefix="dl-bench-page-"))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
-    env.setdefault("DUNE_LEDGER_KEY_FILE", str(work / "bench.key"))
-    server = subprocess.Popen(
-        [sys.executable, "-m", "dune_ledger", "--db", f"sqlite:///{work / 'rooms.db'}",
-         "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base, server = serve(work)
     try:
-        for _ in range(400):
-            try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
         client = httpx.Client(base_url=base)
         created = client.post("/rooms", json=LAYOUT).json()
         room, tokens = created["room"], created["seats"]
@@ -212,8 +226,7 @@ def main() -> int:
                         "move_p99_within_250ms": moved["p99_ms"] <= 250},
         }, indent=2))
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=10)
+        stop(server)
     return 0
 
 

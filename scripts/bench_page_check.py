@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from scripts.bench_page import CHROMIUM, ROOT, free_port
+from scripts.bench_page import CHROMIUM, serve, stop
 
 LAYOUT: dict[str, Any] = {
     "mode": "advanced", "expansions": ["choam_richese"], "turn": 2, "phase": 6,
@@ -53,22 +51,8 @@ def main() -> int:
     from dune_ledger.infrastructure.verify import public_key, verify
 
     work = Path(tempfile.mkdtemp(prefix="dl-bench-check-"))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if k != "DUNE_LEDGER_ADMIN_TOKEN"}
-    env["DUNE_LEDGER_KEY_FILE"] = str(work / "bench.key")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "dune_ledger", "--db", f"sqlite:///{work / 'rooms.db'}",
-         "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base, server = serve(work)
     try:
-        for _ in range(400):
-            try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
         client = httpx.Client(base_url=base)
         created = client.post("/rooms", json=LAYOUT).json()
         room, tokens = created["room"], created["seats"]
@@ -119,8 +103,7 @@ def main() -> int:
         }, indent=2))
         return 0
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop(server)
 
 
 if __name__ == "__main__":
