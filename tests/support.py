@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -225,6 +226,27 @@ class SeatKey:
 
 def seed_commitment(room: str, seat: str, value: str) -> str:
     return hashlib.sha256(f"dune-ledger:seed:{room}:{seat}:{value}".encode()).hexdigest()
+
+
+@contextmanager
+def keyed_rooms(tmp_path: Path) -> Iterator[Any]:
+    """The rooms app on SQLite in `tmp_path` with a server key file of its own, kept as
+    `key_file` (the fair-dealing tests re-sign transcripts with it)."""
+    from dune_ledger.infrastructure.keys import init_key_file
+    from dune_ledger.infrastructure.storage import open_rooms
+
+    key = tmp_path / "server.key"
+    init_key_file(key)
+    with open_rooms(f"sqlite:///{tmp_path}/rooms.db", key_file=str(key)) as rooms:
+        rooms.key_file = key  # type: ignore[attr-defined]
+        yield rooms
+
+
+def ok(app: RoomsApp, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
+    """A command that must be accepted: its result."""
+    result = app.execute(room, seat, command)
+    assert result["ok"], result
+    return dict(result)
 
 
 def dealt(app: RoomsApp, room: str, seeds: dict[str, str] | None = None,

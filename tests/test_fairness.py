@@ -33,8 +33,10 @@ from tests.support import (
     committed_layout,
     dealt,
     example,
+    keyed_rooms,
     layout,
     lines_of,
+    ok,
     resigned,
     seed_commitment,
 )
@@ -44,18 +46,9 @@ BOX = "nullentropy-box"
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def ok(app: Any, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
-    result = app.execute(room, seat, command)
-    assert result["ok"], result
-    return dict(result)
-
-
 @pytest.fixture
 def app(tmp_path: Path) -> Any:
-    key = tmp_path / "server.key"
-    init_key_file(key)
-    with open_rooms(f"sqlite:///{tmp_path}/rooms.db", key_file=str(key)) as rooms:
-        rooms.key_file = key  # type: ignore[attr-defined]
+    with keyed_rooms(tmp_path) as rooms:
         yield rooms
 
 

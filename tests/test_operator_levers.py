@@ -33,15 +33,16 @@ from dune_ledger.domain.game import (
     initial_state,
     mix,
 )
-from dune_ledger.infrastructure.keys import init_key_file, public_key_info
-from dune_ledger.infrastructure.storage import open_rooms
+from dune_ledger.infrastructure.keys import public_key_info
 from dune_ledger.infrastructure.verify import public_key, transcript, verify
 from tests.support import (
     SeatKey,
     committed_layout,
     dealt,
     example,
+    keyed_rooms,
     lines_of,
+    ok,
     resigned,
     seed_commitment,
 )
@@ -53,17 +54,8 @@ AUTOPILOT_ON = {"type": "set_autopilot", "enabled": True, "profile": "easy"}
 
 @pytest.fixture
 def app(tmp_path: Path) -> Any:
-    key = tmp_path / "server.key"
-    init_key_file(key)
-    with open_rooms(f"sqlite:///{tmp_path}/rooms.db", key_file=str(key)) as rooms:
-        rooms.key_file = key  # type: ignore[attr-defined]
+    with keyed_rooms(tmp_path) as rooms:
         yield rooms
-
-
-def ok(app: Any, room: str, seat: str, command: dict[str, Any]) -> dict[str, Any]:
-    result = app.execute(room, seat, command)
-    assert result["ok"], result
-    return dict(result)
 
 
 def refused(app: Any, room: str, seat: str, command: Any, code: str, **how: Any) -> None:
