@@ -24,8 +24,10 @@ from dune_ledger.domain.game import Rejection, RoomState
 BY = ("seat", "autopilot", "system", "operator")
 
 # What the autopilot sends for a seat (RULES 3.7): its one bound selection, and a pass in
-# a response window. Anything else in its name would be the operator's choice.
-AUTOPILOT = ("select_card", "semuta", "respond")
+# a response window; in a Bidding round (RULES 10), its bids, passes and the round's
+# choices it is asked for. Anything else in its name would be the operator's choice.
+AUTOPILOT = ("select_card", "semuta", "respond", "bid", "pass_bid", "sealed_bid",
+             "ix_set_aside", "ix_replace", "richese_sale")
 
 
 def signed_text(room: str, seat: str, command: dict[str, Any]) -> bytes:

@@ -14,13 +14,14 @@ from typing import Any
 import orjson
 import pytest
 
-from dune_ledger.domain.game import counted_words, derived_shuffle, mix
+from dune_ledger.domain.game import OPERATOR, counted_words, derived_shuffle, mix
 from dune_ledger.infrastructure.keys import public_key_info
 from dune_ledger.infrastructure.verify import public_key, transcript, verify
 from tests.support import (
     SeatKey,
     committed_layout,
     dealt,
+    example,
     keyed_rooms,
     lines_of,
     ok,
@@ -203,6 +204,40 @@ def test_the_autopilot_acts_for_a_keyed_seat_only_after_a_signed_turn_on(app):
     assert report["ok"], report
     assert report["seats"]["richese"]["autopilot"] == 1
     assert report["seats"]["richese"]["key"] == key.public
+
+
+def test_a_keyed_seats_autopilot_plays_a_bidding_round(app):
+    """Every seat keyed and its autopilot turned on, signed: the autopilot's choices
+    carry the round (RULES 10) to its end, and the transcript verifies."""
+    import random
+
+    from dune_ledger.application.autopilot import choose
+
+    raw = example("bidding")
+    del raw["seed"]
+    room = str(app.create_room(raw)["room"])
+    seats = [s.faction for s in app.load(room).state.seats]
+    keys = {s: SeatKey() for s in seats}
+    for s in seats:
+        ok(app, room, s, {"type": "seat_key", "public_key": keys[s].public})
+    dealt(app, room, keys=keys)
+    for s in seats:
+        ok(app, room, s, keys[s].sign(room, s, {"type": "set_autopilot", "enabled": True,
+                                                   "profile": "easy"}))
+    ok(app, room, OPERATOR, {"type": "open_bidding", "order": seats})
+    rng, acted, moves = random.Random(1), 0, [("", {})]
+    while moves and acted < 400:
+        moves = [(s, c) for s in seats
+                 if (c := choose("easy", app.seat_view(room, s), rng)) is not None]
+        if not moves:
+            break
+        seat, command = moves[0]
+        result = app.execute(room, seat, command, autopilot=True)
+        assert result["ok"], (seat, command, result)
+        acted += 1
+    assert 0 < acted < 400  # the round ran out of choices: nobody is asked any more
+    assert app.end_room(room)["ok"]
+    assert verify(b"".join(transcript(app, room)), server_key(app))["ok"]
 
 
 def test_every_append_records_its_command_and_who_sent_it(app):
