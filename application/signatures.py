@@ -18,17 +18,10 @@ from typing import Any
 from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
-from dune_ledger.domain.game import Rejection, RoomState
+from dune_ledger.domain.game import HOUSE, Rejection, RoomState
 
 # Who caused an append (RULES 9.3), recorded beside the command as received.
 BY = ("seat", "autopilot", "system", "operator")
-
-# What the autopilot sends for a seat (RULES 3.7): its one bound selection, and a pass in
-# a response window; in a Bidding round (RULES 10), its bids, passes and the round's
-# choices it is asked for. Anything else in its name would be the operator's choice.
-AUTOPILOT = ("select_card", "semuta", "respond", "bid", "pass_bid", "sealed_bid",
-             "ix_set_aside", "ix_replace", "richese_sale")
-
 
 def signed_text(room: str, seat: str, command: dict[str, Any]) -> bytes:
     """What a seat signs: canonical JSON (sorted keys, no spaces, ASCII)."""
@@ -73,8 +66,9 @@ def key_of(state: RoomState, seat: str) -> str | None:
 
 
 def autopilot_may_not(raw: Any) -> bool:
-    return not isinstance(raw, dict) or raw.get("type") not in AUTOPILOT or (
-        raw.get("type") == "respond" and raw.get("action") != "pass")
+    """What the autopilot may send in a keyed seat's name is what the effects declare it
+    sends for a seat (`Effect.autopilot`)."""
+    return not HOUSE.autopilot_may_send(raw)
 
 
 def check(state: RoomState, seat: str, raw: Any, by: str) -> None:

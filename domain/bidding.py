@@ -1260,6 +1260,9 @@ EFFECT = Effect(
     commands=(Bid, PassBid, KaramaBuy, BidSupport, IxSetAside, IxReplace, RicheseSale,
               RicheseOffer, SealedBid),
     operator=(OpenBidding,),
+    # Its bids, passes and the round's choices it is asked for (RULES 10).
+    autopilot={Bid: None, PassBid: None, SealedBid: None, IxSetAside: None, IxReplace: None,
+               RicheseSale: None},
     handlers={OpenBidding: open_bidding, Bid: bid, PassBid: pass_bid, KaramaBuy: karama_buy,
               BidSupport: bid_support, IxSetAside: ix_set_aside, IxReplace: ix_replace,
               RicheseSale: richese_sale, RicheseOffer: richese_offer,

@@ -121,6 +121,11 @@ class Effect:
     commands: tuple[type[Command], ...] = ()  # what a seat sends: the union is derived
     operator: tuple[type[Command], ...] = ()  # what the operator sends (never a seat)
     system: tuple[type[Command], ...] = ()  # what the worker sends (never a seat)
+    # What the autopilot sends for a seat (RULES 3.7), so what it may send in the name of
+    # a seat with a key (RULES 9.3): each command with the test a raw one must pass, or
+    # None for any. Anything else in a keyed seat's name would be the operator's choice.
+    autopilot: Mapping[type[Command], Callable[[dict[str, Any]], bool] | None] = field(
+        default_factory=dict)
     # Accepted at any time, an open search and a question awaiting its answer included.
     any_time: tuple[type[Command], ...] = ()
     handlers: Mapping[type[Command], Handler] = field(default_factory=dict)
@@ -158,6 +163,7 @@ class House:
         self.operator_union: Any = None
         self.operator_adapter: TypeAdapter[Any] | None = None
         self.system: frozenset[type[Command]] = frozenset()
+        self.autopilot: dict[str, Callable[[dict[str, Any]], bool] | None] = {}
         self.any_time: tuple[type[Command], ...] = ()
         self.handlers: dict[type[Command], Handler] = {}
         self.events: dict[str, type[Event]] = {}
@@ -200,6 +206,8 @@ class House:
                                             Field(discriminator="type")]
             self.operator_adapter = TypeAdapter(self.operator_union)
         self.system = frozenset(cls for e in ordered for cls in e.system)
+        self.autopilot = _unique("autopilot command", [
+            (_literal(cls, "type"), test) for e in ordered for cls, test in e.autopilot.items()])
         self.any_time = tuple(cls for e in ordered for cls in e.any_time)
         self.handlers = _unique("handler", [
             (cls, fn) for e in ordered for cls, fn in e.handlers.items()])
@@ -234,6 +242,13 @@ class House:
         self.shown_to_seat = tuple(d.seat for d in disclosures if d.seat is not None)
         self.hidden_from_all = tuple(d.hidden for d in disclosures if d.hidden is not None)
         self.kept_from_log = tuple(d.log for d in disclosures if d.log is not None)
+
+    def autopilot_may_send(self, raw: Any) -> bool:
+        """Whether a raw command is one the autopilot sends for a seat (`autopilot`)."""
+        if not isinstance(raw, dict) or raw.get("type") not in self.autopilot:
+            return False
+        test = self.autopilot[raw["type"]]
+        return test is None or test(raw)
 
     def parse_command(self, raw: Any) -> Command:
         """Validate a decoded JSON object as a seat's command; a bad one is an

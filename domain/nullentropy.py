@@ -483,6 +483,7 @@ EFFECT = Effect(
     name="nullentropy",
     order=10,
     commands=(BeginSearch, SelectCard),
+    autopilot={SelectCard: None},  # its one bound selection (RULES 3.7)
     handlers={BeginSearch: begin_search, SelectCard: select_card},
     events=(FeePaid, PromiseFulfilled, SearchOpened, CardRetrieved, PileShuffled, BoxDiscarded,
             SearchClosed),

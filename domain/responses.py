@@ -376,6 +376,7 @@ EFFECT = Effect(
     name="responses",
     order=70,
     commands=(Respond,),
+    autopilot={Respond: lambda raw: raw.get("action") == "pass"},  # never a Karama
     system=(WindowDeadline,),
     handlers={Respond: respond, WindowDeadline: window_deadline},
     events=(ResponseWindowOpened, ResponsePassed, ResponseCancelled, ResponseWindowClosed,

@@ -358,6 +358,7 @@ EFFECT = Effect(
     name="semuta",
     order=80,
     commands=(Semuta,),
+    autopilot={Semuta: None},
     handlers={Semuta: semuta},
     events=(SemutaReactionQueued, SemutaWindowOpened, SemutaPassed, SemutaTaken,
             SemutaWindowClosed),
