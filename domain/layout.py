@@ -390,6 +390,9 @@ def _ambassadors(layout: Layout, randomness: Randomness | None) -> AmbassadorSta
         if twice:
             raise LayoutError(f"{what} named more than once: {', '.join(twice)}")
     problems = []
+    if cohort is not None and randomness is None:
+        problems.append("a committed room (no seed, deck null) deals Ecaz's cohort at the "
+                        "deal (RULES 9.2): leave cohort null")
     if ECAZ in (cohort or []) + amb.used + amb.removed + (amb.copy_pool or []):
         problems.append("the ecaz token is Ecaz's own: it can only be placed")
     if cohort is not None and len(cohort) > COHORT_SIZE:

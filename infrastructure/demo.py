@@ -39,10 +39,10 @@ def committed(layout: dict[str, Any]) -> dict[str, Any]:
     for repeatable output."""
     raw = {k: v for k, v in layout.items() if k != "seed"}
     amb = raw.get("ambassadors")
-    if isinstance(amb, dict) and not amb.get("used"):
+    if isinstance(amb, dict):
         # Ecaz's cohort left to the deal too (RULES 9.2): a cohort the layout writes
-        # would be its author's choice.
-        raw["ambassadors"] = {k: v for k, v in amb.items() if k != "cohort"}
+        # would be its author's choice, and a committed layout is refused with one.
+        raw["ambassadors"] = {k: v for k, v in amb.items() if k not in ("cohort", "used")}
     return raw
 
 

@@ -466,8 +466,8 @@ def _check_created(created: RoomCreated, state: RoomState, report: Report) -> No
         report.fail(1, "ceremony", "the committed room's deck was not in the catalog's "
                     "order")
     amb = state.ambassadors
-    if f is not None and f.cohort_at_deal and amb is not None and amb.cohort:
-        report.fail(1, "ceremony", "Ecaz's cohort was drawn before the deal")
+    if amb is not None and (amb.cohort or f is None or not f.cohort_at_deal):
+        report.fail(1, "ceremony", "Ecaz's cohort was named before the deal")
 
 
 BY_ACTOR = {"operator": OPERATOR, "system": SYSTEM}

@@ -194,12 +194,11 @@ def pass_every_window(app: RoomsApp, room: str) -> None:
                                  "action": "pass"})
 
 
-def ambassador_cohort(app: RoomsApp, seeded: bool = True) -> str:
+def ambassador_cohort(app: RoomsApp) -> str:
     """The last token of Ecaz's cohort spent on a purchase whose income is paid: a new
-    cohort is drawn. Not `seeded`: a committed room (tests/test_fairness.py plays it so)."""
+    cohort is drawn. A seeded room: a committed one names no cohort (RULES 9.2), and
+    its tokens are placed by the layout alone, so its cohort is never spent."""
     raw = orjson.loads(orjson.dumps(AMBASSADOR_LAYOUT))
-    if not seeded:
-        del raw["seed"]
     raw["ambassadors"] = {
         "placed": [{"token": "richese", "territory": "arrakeen"}],
         "cohort": ["richese", "fremen", "guild", "ixians", "atreides"],
@@ -207,8 +206,6 @@ def ambassador_cohort(app: RoomsApp, seeded: bool = True) -> str:
         "copy_pool": ["emperor", "choam"],
     }
     room = app.create_room(raw)["room"]
-    if not seeded:
-        ok(app, room, OPERATOR, {"type": "deal"})  # no seat committed: dealt at once
     entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
                                          "via": "shipment"})
     ok(app, room, "ecaz", {"type": "ambassador_decide",

@@ -24,6 +24,7 @@ from dune_ledger.domain.game import (
     OPERATOR,
     SYSTEM,
     Counted,
+    LayoutError,
     RoomCreated,
     WindowDeadline,
     apply,
@@ -466,6 +467,35 @@ def test_a_committed_room_created_with_a_chosen_deck_and_the_rest_made_again(app
     assert failure(app, forged) == ("ceremony", 1)
 
 
+def test_a_committed_room_created_with_a_chosen_cohort_and_the_rest_made_again(app):
+    """Ecaz's cohort named in the committed `RoomCreated` (RULES 9.2: none before the
+    deal) is the operator's choice: the layout refuses it, and a transcript made with it
+    fails the ceremony."""
+    raw = example("ambassador")
+    del raw["seed"]
+    with pytest.raises(LayoutError, match="deals Ecaz's cohort at the deal"):
+        app.create_room(raw)
+    del raw["ambassadors"]["cohort"]
+    room = str(app.create_room(raw)["room"])
+    dealt(app, room)
+    assert app.end_room(room)["ok"]
+    data = b"".join(transcript(app, room))
+    assert verify(data, server_key(app))["ok"]
+    lines = lines_of(data)
+    payload = orjson.loads(lines[0]["payload"])
+    state = payload["fact"]["state"]
+    chosen = state["ambassadors"]["supply"][:5]
+    state["ambassadors"]["cohort"] = chosen
+    state["ambassadors"]["supply"] = state["ambassadors"]["supply"][5:]
+    del state["fairness"]["cohort_at_deal"]
+    lines[0]["payload"] = orjson.dumps(payload).decode()
+    forged = remade(resigned(lines, app.key_file), {}, app.key_file)
+    assert "AmbassadorCohortDrawn" not in [line["type"] for line in lines_of(forged)]
+    report = verify(forged, server_key(app))
+    assert report["checks"]["shuffles"] and report["checks"]["commands"], report
+    assert failure(app, forged) == ("ceremony", 1)
+
+
 def test_the_counter_skipped_with_the_outcome_derived_at_the_call_skipped_to(app):
     _, _, data = played(app)
     lines = lines_of(data)
@@ -523,7 +553,7 @@ def test_a_window_closed_before_its_deadline_recorded_as_the_systems(app):
     from datetime import UTC, timedelta
 
     raw = example("ambassador")
-    del raw["seed"]
+    del raw["seed"], raw["ambassadors"]["cohort"]
     room = str(app.create_room(raw)["room"])
     dealt(app, room)
     entered = ok(app, room, "atreides", {"type": "enter_territory", "territory": "arrakeen",
