@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from tests.page_support import Seat, Server, Watcher, at_each_width, kept_in_browser, resigned
@@ -97,6 +98,25 @@ def draw_through_the_deck(server: Server, room: str, token: str) -> None:
     assert send(server, room, token, {"type": "discard", "card": card})["ok"]
     drawn = send(server, room, token, {"type": "draw"})
     assert drawn["ok"] and "DiscardReshuffled" in [e["type"] for e in drawn["events"]], drawn
+
+
+def last_draw_dropped(transcript: bytes, seat: str) -> bytes:
+    """The transcript without `seat`'s last draw: the lines after it take their versions
+    down by one, as an operator who dropped that command would number them."""
+    lines = [orjson.loads(line) for line in transcript.splitlines()]
+    payloads = [orjson.loads(line["payload"]) for line in lines]
+    gone = max(i for i, p in enumerate(payloads) if p.get("seat") == seat
+               and (p.get("meta") or {}).get("command", {}).get("type") == "draw")
+    assert payloads[gone + 1]["append"] != payloads[gone]["append"]  # one event
+    out = []
+    for i, (line, payload) in enumerate(zip(lines, payloads, strict=True)):
+        if i == gone:
+            continue
+        if i > gone:
+            line["version"] -= 1
+            payload["append"] -= 1
+        out.append({**line, "payload": orjson.dumps(payload).decode()})
+    return b"".join(orjson.dumps(line) + b"\n" for line in out)
 
 
 def serving(body: bytes) -> Callable[[Any], None]:
@@ -184,6 +204,9 @@ def test_the_ceremony_a_game_the_end_and_the_check_in_the_browser(
     richese.page.wait_for_selector("#candidates", state="detached")
     draw_through_the_deck(server, room, tokens["harkonnen"])
     richese.settled()
+    richese.button("Draw a card").click()  # the command a forgery below drops
+    until(lambda: len(richese.view()["me"]["hand"]) == 3)
+    richese.settled()
 
     # The host ends the room; each seat page checks the transcript in the browser.
     host.get_by_role("button", name="End room…").click()
@@ -198,7 +221,9 @@ def test_the_ceremony_a_game_the_end_and_the_check_in_the_browser(
     derived = richese.page.inner_text("[data-check=derivations]")
     assert "3 random calls derived again" in derived  # the deal, the pile, the reshuffle
     # The commitment, the reveal, the search and the card taken.
-    assert "4 signed by this browser" in richese.page.inner_text("[data-check=my_commands]")
+    mine = richese.page.inner_text("[data-check=my_commands]")
+    assert "5 signed by this browser" in mine, mine
+    assert "the 6 it saw accepted are all recorded" in mine, mine  # the key's too
     richese.settled()
     at_each_width(richese.page, "fair", "checked")
 
@@ -226,8 +251,13 @@ def test_the_ceremony_a_game_the_end_and_the_check_in_the_browser(
 
     key_file = tmp_path / "server.key"
     for edit, failing, words in ((seed_changed, "ceremony", "reveal does not match"),
-                                 (sig_removed, "my_commands", "carries no signature")):
-        forged = resigned(transcript, key_file, edit)
+                                 (sig_removed, "my_commands", "carries no signature"),
+                                 (None, "my_commands", "sent and the server accepted is "
+                                  "not in the transcript")):
+        # None: richese's last draw dropped, the rest numbered, chained and signed again,
+        # which every other check of the page accepts (it draws nothing at random).
+        forged = resigned(transcript, key_file, edit) if edit else \
+            resigned(last_draw_dropped(transcript, "richese"), key_file, lambda _: None)
         richese.page.route(f"**/rooms/{room}/transcript", serving(forged))
         richese.page.reload()
         shown = check_shown(richese.page)

@@ -127,6 +127,18 @@ window.duneFairness = (() => {
     }
   }
 
+  // The id of every command this browser signed and the server accepted, a record each
+  // (apart from the seat's record, which a tab writes whole): the check finds each in the
+  // transcript, so a server that drops a command after accepting it is caught.
+  const acceptedPrefix = (room, seat) => `${room}:${seat}:accepted:`;
+  const accepted = (record, commandId) => keep({
+    id: acceptedPrefix(record.room, record.seat) + commandId, command_id: commandId });
+  async function acceptedIds(room, seat) {
+    const low = acceptedPrefix(room, seat);
+    const rows = await stored('readonly', (s) => s.getAll(IDBKeyRange.bound(low, `${low}\uffff`)));
+    return rows.map((row) => row.command_id);
+  }
+
   async function sign(record, command) {
     const signature = await crypto.subtle.sign({ name: 'Ed25519' }, record.pair.privateKey,
       signedText(record.room, record.seat, command));
@@ -208,16 +220,16 @@ window.duneFairness = (() => {
     ['my_key', 'The key recorded for this seat is the one this browser holds'],
     ['my_commitment', 'The commitment recorded for this seat is this browser\'s'],
     ['my_reveal', 'The seed revealed for this seat is this browser\'s, and the deal used it'],
-    ['my_commands', 'Every command in this seat\'s name since its key is signed by this browser\'s key'],
+    ['my_commands', 'Every command in this seat\'s name since its key is signed by this browser\'s key, and every command this browser saw accepted is in the transcript'],
     ['ceremony', 'Every reveal matches its commitment, the mix is the mix of the seeds, the withheld seats are exactly those that did not reveal, one deal before any outcome'],
     ['derivations', 'Every random outcome is the derivation (HMAC-SHA256 and a Fisher-Yates shuffle) of the list it shuffled, with the room\'s counter running 0, 1, 2, … without a gap'],
   ];
 
-  async function check(body, { room, seat, me, serverKey }) {
+  async function check(body, { room, seat, me, serverKey, accepted = [] }) {
     const done = {};
     const say = (name, detail) => { done[name] = detail; };
     try {
-      const undealt = await run(parse(body), { room, seat, me, serverKey }, say) === 'undealt';
+      const undealt = await run(parse(body), { room, seat, me, serverKey, accepted }, say) === 'undealt';
       return { ok: true, done, failed: null, undealt };
     } catch (e) {
       const failed = e instanceof Failed ? { check: e.check, detail: e.message }
@@ -226,7 +238,7 @@ window.duneFairness = (() => {
     }
   }
 
-  async function run(events, { room, seat, me, serverKey }, say) {
+  async function run(events, { room, seat, me, serverKey, accepted }, say) {
     // transcript: the chain, and the server's signature on each append.
     must('transcript', events.length > 0, 'the transcript is empty');
     const verifier = await crypto.subtle.importKey('raw', unb64(serverKey), { name: 'Ed25519' }, false, ['verify']);
@@ -305,7 +317,16 @@ window.duneFairness = (() => {
         signedText(room, seat, command)), `the command at version ${e.version} is not signed by this browser's key`);
       signed += 1;
     }
-    say('my_commands', `${signed} signed by this browser` + (autopilot ? `, ${autopilot} by the autopilot` : ''));
+    // What this browser sent and saw accepted is recorded: a signature binds a command,
+    // not its place, so the server could otherwise drop one and make the rest again.
+    const recorded = new Set(events.filter((e) => e.body.append === e.version && e.body.seat === seat
+      && e.meta.command).map((e) => e.meta.command.command_id));
+    const lost = accepted.filter((id) => !recorded.has(id));
+    must('my_commands', !lost.length, lost.length === 1
+      ? 'a command this browser sent and the server accepted is not in the transcript'
+      : `${lost.length} commands this browser sent and the server accepted are not in the transcript`);
+    say('my_commands', `${signed} signed by this browser` + (autopilot ? `, ${autopilot} by the autopilot` : '')
+      + `; the ${accepted.length} it saw accepted are all recorded`);
 
     // ceremony: every reveal against its seat's last commitment, the mix, the withheld.
     const commitments = {};
@@ -349,5 +370,6 @@ window.duneFairness = (() => {
     say('derivations', `${n} random calls derived again`);
   }
 
-  return { V2, unable, holding, seeded, keep, sign, fingerprint, check, CHECKS, canonical };
+  return { V2, unable, holding, seeded, keep, accepted, acceptedIds, sign, fingerprint, check, CHECKS,
+    canonical };
 })();

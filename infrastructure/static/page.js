@@ -92,8 +92,9 @@
       button.disabled = true;
     }
     try {
-      const result = await deliver(base + '/commands',
-        JSON.stringify(await signed({ ...command, command_id: newCommandId() })));
+      const body = await signed({ ...command, command_id: newCommandId() });
+      const result = await deliver(base + '/commands', JSON.stringify(body));
+      if (body.sig) await fair.accepted(held, body.command_id).catch(() => {});
       if (button) nextFocus = true;
       confirming = null;
       if (view === null || result.version > view.version) await refresh();
@@ -1324,8 +1325,9 @@
         const body = await response.text();
         if (!publicKey || publicKey.public_key === 'PUBLIC_KEY') publicKey = await call('/keys');
         const started = performance.now();
+        const accepted = await fair.acceptedIds(view.room, view.seat);
         checked = await fair.check(body, { room: view.room, seat: view.seat, me,
-          serverKey: publicKey.public_key });
+          serverKey: publicKey.public_key, accepted });
         checked.ms = Math.round(performance.now() - started);
       }
     } catch (e) {
