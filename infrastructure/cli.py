@@ -583,8 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"{PROG} {version()}")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
 
-    demo = command(sub, "demo", "play two scripted rooms (a Box search, an Ambassador "
-                   "purchase) and print a short summary; its rooms go to "
+    demo = command(sub, "demo", "play three scripted rooms (a Box search, an Ambassador "
+                   "purchase, a Bidding round) and print a short summary; its rooms go to "
                    "dune-ledger-demo.db unless --db names another store",
                    "dune-ledger demo", "dune-ledger demo --json > demo.json")
     demo.add_argument("--json", action="store_true",
