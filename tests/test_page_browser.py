@@ -235,13 +235,13 @@ def test_ambassador_purchase_with_income_and_bonus_windows(browser: Any,
 
         ecaz.button("Trigger it for Harkonnen").click()
         ecaz.page.wait_for_function(
-            "() => document.getElementById('ambassador-stage-name').textContent"
+            "() => document.getElementById('ambassador-stage-name')?.textContent"
             " === \"the Emperor's income\"")
         income = answer_window(seats, server, "ambassador", "2-income", expansions)
         assert income["kind"] == "ambassador_income"
 
         ecaz.page.wait_for_function(
-            "() => document.getElementById('ambassador-stage-name').textContent"
+            "() => document.getElementById('ambassador-stage-name')?.textContent"
             " === 'the Harkonnen bonus card'")
         bonus = answer_window(seats, server, "ambassador", "3-bonus", expansions)
         assert bonus["event"] != income["event"]
@@ -340,7 +340,7 @@ def test_autopilot_on_with_a_profile_and_off(browser: Any, server: Server) -> No
             "Switch to this profile"
         emperor.page.wait_for_function(
             "() => document.querySelector('[data-seat=harkonnen] .seat-autopilot')"
-            ".textContent === 'on autopilot (hard)'")
+            "?.textContent === 'on autopilot (hard)'")
         assert harkonnen.view()["me"]["autopilot"] == "hard"
         harkonnen.shot("autopilot", "1-on")
         harkonnen.button("Turn autopilot off").click()

@@ -173,14 +173,14 @@ def test_the_banner_goes_after_reconnecting_and_presence_follows_pages(
     try:
         seat = "[data-seat=emperor] [data-presence]"
         owner.page.wait_for_function(
-            f"() => document.querySelector('{seat}').dataset.presence === 'closed'")
+            f"() => document.querySelector('{seat}')?.dataset.presence === 'closed'")
         emperor = Seat(browser, server, room, "emperor", tokens["emperor"])
         owner.page.wait_for_function(
-            f"() => document.querySelector('{seat}').dataset.presence === 'open'")
+            f"() => document.querySelector('{seat}')?.dataset.presence === 'open'")
         assert "at the table" in owner.page.inner_text("[data-seat=emperor]")
         emperor.close()
         owner.page.wait_for_function(
-            f"() => document.querySelector('{seat}').dataset.presence === 'closed'")
+            f"() => document.querySelector('{seat}')?.dataset.presence === 'closed'")
 
         server.kill()
         owner.page.wait_for_function(
@@ -293,7 +293,7 @@ def test_the_host_page_creates_a_room_invites_and_reissues(browser: Any,
             f"{server.base}/play/{room}#token=")
         page.wait_for_function(
             "r => Number(document.querySelector(`[data-room='${r}'] [data-version]`)"
-            ".dataset.version) > 1", arg=room)
+            "?.dataset.version) > 1", arg=room)
         every_width("4-reissued")
         # The invitation opens the seat page.
         seat = Seat(browser, server, room, "richese", fresh)
