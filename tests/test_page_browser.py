@@ -333,7 +333,7 @@ def test_autopilot_on_with_a_profile_and_off(browser: Any, server: Server) -> No
         harkonnen.button("Turn autopilot on").focus()
         harkonnen.page.keyboard.press("Enter")
         harkonnen.page.wait_for_function(
-            "() => document.getElementById('autopilot-now').textContent.includes('hard')")
+            "() => document.getElementById('autopilot-now')?.textContent.includes('hard')")
         assert harkonnen.page.evaluate("() => document.activeElement.dataset.key") == \
             "autopilot-on"
         assert harkonnen.page.evaluate("() => document.activeElement.textContent") == \
@@ -345,7 +345,7 @@ def test_autopilot_on_with_a_profile_and_off(browser: Any, server: Server) -> No
         harkonnen.shot("autopilot", "1-on")
         harkonnen.button("Turn autopilot off").click()
         harkonnen.page.wait_for_function(
-            "() => document.getElementById('autopilot-now').textContent.startsWith('Off')")
+            "() => document.getElementById('autopilot-now')?.textContent.startsWith('Off')")
         assert harkonnen.view()["me"]["autopilot"] is None
     finally:
         harkonnen.close()
