@@ -206,6 +206,9 @@ class House:
                                             Field(discriminator="type")]
             self.operator_adapter = TypeAdapter(self.operator_union)
         self.system = frozenset(cls for e in ordered for cls in e.system)
+        for e in ordered:
+            if set(e.autopilot) - set(e.commands):
+                raise TypeError(f"the autopilot of {e.name} sends only its seats' commands")
         self.autopilot = _unique("autopilot command", [
             (_literal(cls, "type"), test) for e in ordered for cls, test in e.autopilot.items()])
         self.any_time = tuple(cls for e in ordered for cls in e.any_time)
