@@ -23,6 +23,7 @@ from dune_ledger.domain.game import HOUSE, Rejection, RoomState
 # Who caused an append (RULES 9.3), recorded beside the command as received.
 BY = ("seat", "autopilot", "system", "operator")
 
+
 def signed_text(room: str, seat: str, command: dict[str, Any]) -> bytes:
     """What a seat signs: canonical JSON (sorted keys, no spaces, ASCII)."""
     bare = {k: v for k, v in command.items() if k != "sig"}
@@ -83,8 +84,9 @@ def check(state: RoomState, seat: str, raw: Any, by: str) -> None:
                             "autopilot on: the autopilot cannot act for it")
         if autopilot_may_not(raw):
             raise Rejection("signature_required", "this seat has a key: the autopilot "
-                            "only selects and passes for it; anything else takes the "
-                            "seat's own signature")
+                            "sends for it only what it sends for any seat (its selection, "
+                            "passes and bids); anything else takes the seat's own "
+                            "signature")
         return
     if not isinstance(raw, dict) or "sig" not in raw:
         raise Rejection("signature_required", "this seat has registered a key: every "

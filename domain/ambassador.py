@@ -33,9 +33,6 @@ from dune_ledger.domain.custody import can_draw, draw_card
 from dune_ledger.domain.effect import Disclosure, Effect, Offer, ViewShapes
 from dune_ledger.domain.errors import Rejection
 from dune_ledger.domain.events import RNG_SHOWN, Event, RngField, RoomCreated, rng_public
-from dune_ledger.domain.purchase import (  # the child stages' events, named here as before
-    EmperorIncomePaid as EmperorIncomePaid,
-)
 from dune_ledger.domain.purchase import (
     ReceiptAdvanced,
     Source,

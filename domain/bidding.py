@@ -375,11 +375,7 @@ def _sell(tx: Tx) -> None:
     own = support = 0
     supporter = None
     if karama is None:
-        own = sum(x.amount for x in state.reservations if x.faction == buyer and x.reason == BID)
-        ally = next((s for s in r.support if state.seat(s).ally == buyer), None)
-        if ally is not None and amount > own:
-            supporter = ally
-            support = min(amount - own, r.support[ally] - r.spent.get(ally, 0))
+        own, support, supporter = _split(state, r, buyer, amount)
     paid = 0 if karama is not None else amount
     emperor = purchase.emperor_for(state, buyer) if paid else None
     receipt = tx.next_event_id()
@@ -389,6 +385,17 @@ def _sell(tx: Tx) -> None:
     if karama is not None:
         discard_card(tx, buyer, karama)
     purchase.advance(tx, SOURCE, "purchase")
+
+
+def _split(state: RoomState, r: Round, buyer: str, amount: int
+           ) -> tuple[int, int, str | None]:
+    """How a price is paid (RULES 10.2): the buyer's own spice its bid holds first, then
+    what its ally's support has left; (own, support, the supporter)."""
+    own = sum(x.amount for x in state.reservations if x.faction == buyer and x.reason == BID)
+    ally = next((s for s in r.support if state.seat(s).ally == buyer), None)
+    if ally is None or amount <= own:
+        return own, 0, None
+    return own, min(amount - own, r.support[ally] - r.spent.get(ally, 0)), ally
 
 
 def finish(tx: Tx) -> None:
@@ -574,12 +581,7 @@ def _sell_cache(tx: Tx, buyer: str, amount: int) -> None:
     state = tx.state
     r = _round(state)
     assert r.sale is not None
-    own = sum(x.amount for x in state.reservations if x.faction == buyer and x.reason == BID)
-    support, supporter = 0, None
-    ally = next((x for x in r.support if state.seat(x).ally == buyer), None)
-    if ally is not None and amount > own:
-        supporter = ally
-        support = min(amount - own, r.support[ally] - r.spent.get(ally, 0))
+    own, support, supporter = _split(state, r, buyer, amount)
     receipt = tx.next_event_id()
     tx.emit(CacheCardSold(event=receipt, seat=buyer, card=r.sale.card, amount=amount,
                           own=own, support=support, supporter=supporter,
@@ -733,13 +735,30 @@ class CardUp(Event):
         return f"Card {self.index} is up for bid: {faction(self.starter)} bids first"
 
 
-def _release(state: RoomState, up: Up) -> None:
+def _release(state: RoomState, high: High | None) -> None:
     """An outbid high bid frees what it held: its Karama, its spice."""
-    if up.high is None:
+    if high is None:
         return
-    state.commitments = [x for x in state.commitments if x.card != up.high.karama]
+    if high.karama is not None:
+        state.commitments = [x for x in state.commitments if x.card != high.karama]
     state.reservations = [x for x in state.reservations
-                          if not (x.faction == up.high.seat and x.reason == BID)]
+                          if not (x.faction == high.seat and x.reason == BID)]
+
+
+def _pay(state: RoomState, buyer: str, own: int, supporter: str | None,
+         support: int) -> None:
+    """A price paid as `_split` made it: the buyer's own spice, its bid's hold released,
+    and the supporter's spice out of what its support reserved."""
+    r = _round(state)
+    state.seat(buyer).spice -= own
+    state.reservations = [x for x in state.reservations
+                          if not (x.faction == buyer and x.reason == BID)]
+    if supporter is not None:
+        state.seat(supporter).spice -= support
+        r.spent[supporter] = r.spent.get(supporter, 0) + support
+        for res in state.reservations:
+            if res.faction == supporter and res.reason == SUPPORT:
+                res.amount -= support
 
 
 class BidPlaced(Event):
@@ -755,9 +774,7 @@ class BidPlaced(Event):
         r = _round(state)
         if r.sale is not None:
             sale = r.sale
-            if sale.high is not None:
-                state.reservations = [x for x in state.reservations
-                                      if not (x.faction == sale.high.seat and x.reason == BID)]
+            _release(state, sale.high)
             if self.reserved:
                 state.reservations.append(Reservation(faction=self.seat,
                                                       amount=self.reserved, reason=BID))
@@ -767,7 +784,7 @@ class BidPlaced(Event):
             return
         up = r.up
         assert up is not None
-        _release(state, up)
+        _release(state, up.high)
         if self.reserved:
             state.reservations.append(Reservation(faction=self.seat, amount=self.reserved,
                                                   reason=BID))
@@ -819,7 +836,7 @@ class KaramaBought(Event):
     def apply(self, state: RoomState) -> None:
         up = _round(state).up
         assert up is not None
-        _release(state, up)
+        _release(state, up.high)
         up.high = High(seat=self.seat, amount=0, karama=self.karama)
         state.commitments.append(Commitment(card=self.karama, kind=KARAMA_BID))
 
@@ -850,15 +867,7 @@ class CardSold(Event):
         r.auction.pop(0)
         r.up, r.stage, r.receipt = None, "payment", self.event
         state.seat(self.seat).hand.append(self.card)
-        state.seat(self.seat).spice -= self.own
-        state.reservations = [x for x in state.reservations
-                              if not (x.faction == self.seat and x.reason == BID)]
-        if self.supporter is not None:
-            state.seat(self.supporter).spice -= self.support
-            r.spent[self.supporter] = r.spent.get(self.supporter, 0) + self.support
-            for res in state.reservations:
-                if res.faction == self.supporter and res.reason == SUPPORT:
-                    res.amount -= self.support
+        _pay(state, self.seat, self.own, self.supporter, self.support)
         state.bank += self.own + self.support
         if self.karama is not None:
             state.commitments = [x for x in state.commitments if x.card != self.karama]
@@ -1016,15 +1025,7 @@ class CacheCardSold(Event):
         r = _round(state)
         state.cache.remove(self.card)
         state.seat(self.seat).hand.append(self.card)
-        state.seat(self.seat).spice -= self.own
-        state.reservations = [x for x in state.reservations
-                              if not (x.faction == self.seat and x.reason == BID)]
-        if self.supporter is not None:
-            state.seat(self.supporter).spice -= self.support
-            r.spent[self.supporter] = r.spent.get(self.supporter, 0) + self.support
-            for res in state.reservations:
-                if res.faction == self.supporter and res.reason == SUPPORT:
-                    res.amount -= self.support
+        _pay(state, self.seat, self.own, self.supporter, self.support)
         if self.to == "bank":
             state.bank += self.own + self.support
         else:
@@ -1239,9 +1240,9 @@ def action_candidates(state: RoomState, seat: str) -> Iterator[c.Candidate]:
                 yield {"type": "richese_offer", "card": cid, "auction": auction}, {}
     if sale is not None and sale.auction == "once_around" and sale.turn == seat:
         low = 1 + (0 if sale.high is None else sale.high.amount)
-        if can_pay(state, seat) >= low:
-            yield {"type": "bid"}, {"amount": {"kind": "amount", "min": low,
-                                               "max": can_pay(state, seat)}}
+        top = can_pay(state, seat)
+        if top >= low:
+            yield {"type": "bid"}, {"amount": {"kind": "amount", "min": low, "max": top}}
         yield {"type": "pass_bid"}, {}
     if sale is not None and sale.auction == "silent" and seat in sale.bidders:
         yield {"type": "sealed_bid"}, {"amount": {"kind": "amount", "min": 0,

@@ -244,11 +244,10 @@ def play_bidding_room(app: RoomsApp, t: Transcript) -> None:
         step(app, room, seat, {"type": "pass_bid"})
     # The Emperor bought it: no income window (the price stays in the Bank), no bonus.
     show("After the Emperor's purchase: the next card is up", app.public_view(room)["bidding"])
-    while (round_ := app.public_view(room)["bidding"]) is not None:
-        window = app.public_view(room)["response"]
-        if window is not None:
+    while (view := app.public_view(room))["bidding"] is not None:
+        if view["response"] is not None:
             pass_everyone(app, t, room)
             continue
-        step(app, room, round_["up"]["turn"], {"type": "pass_bid"})
+        step(app, room, view["bidding"]["up"]["turn"], {"type": "pass_bid"})
     show("Public log", app.public_log(room))
     t.audit(app, room)

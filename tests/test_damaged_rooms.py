@@ -182,7 +182,7 @@ def test_a_bank_beyond_64_bits_is_answered_as_applied_and_audited(url: str) -> N
 def test_spice_beyond_64_bits_fences_its_room_off_and_no_other(url: str) -> None:
     """An Emperor at 2^64 - 1 paid 3 of income: that room's views cannot be made. Every
     other room's views (a brand-new room's too), the rebuild and the worker go on."""
-    from dune_ledger.domain.ambassador import EmperorIncomePaid
+    from dune_ledger.domain.purchase import EmperorIncomePaid
 
     with opened(url) as app:
         other = drawn(app)
