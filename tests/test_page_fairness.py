@@ -416,5 +416,6 @@ def test_two_tabs_of_one_seat_hold_one_key_and_one_seed(browser: Any, server: Se
     assert fair["keys"]["richese"] == kept["public_key"]
     assert fair["commitments"]["richese"] == kept["hash"]
     for tab in tabs:
+        tab.locator("#fair-me", has_text="This browser holds this seat's key").wait_for()
         assert "This browser holds this seat's key" in tab.inner_text("#fair-me")
     context.close()

@@ -1168,6 +1168,9 @@
     stepping = true;
     try {
       while (await step()) { /* the next step reads the view the last one brought */ }
+      // The panel says what this browser holds, which the steps may only now have read:
+      // a view that came meanwhile was drawn before it.
+      render();
       if (view.ended) await checkOnce();
     } catch (e) {
       render();
